@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Score recognition output with every metric of the two papers.
+
+Usage:
+  # Human-readable report and the paper-style table row
+  ./local/score.py --ref local/examples/ref.txt --hyp local/examples/hyp.txt
+
+  # One JSON object (keys: wer, wer_c, wer_p, pc_wer, wer_pc, punc_er,
+  # case_er, per, per_marks, punct_matrix, counts, zero_wer_prf, ...)
+  ./local/score.py --ref local/examples/ref.txt --hyp local/examples/hyp.txt --json
+
+  # Matched-pair significance test of system A (--hyp) against system B
+  ./local/score.py --ref REF --hyp HYP_A --compare HYP_B
+
+  # icefall files work too, and an icefall-style error file can be written
+  ./local/score.py --ref exp/recogs-test.txt --hyp exp/recogs-test.txt \
+      --errs-file exp/errs-test.txt
+
+REF and HYP hold ``utt_id<TAB>text`` lines (or icefall ``recogs-*.txt``
+pairs, whose ``ref=`` / ``hyp=`` lines are used).  Both sides are normalized
+by zipformer_pc.text with the same punctuation config before scoring.
+"""
+
+import argparse
+import json
+import logging
+import sys
+
+from zipformer_pc.metrics import (
+    compare_systems,
+    markdown_header,
+    markdown_row,
+    per_mark_table,
+    score_corpus,
+    write_error_file,
+)
+from zipformer_pc.text import parse_punct_args
+from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_transcripts
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--ref", required=True, help="Reference transcripts")
+    p.add_argument("--hyp", required=True, help="Hypothesis transcripts (system A)")
+    p.add_argument("--compare", default=None, help="Hypotheses of system B for a matched-pair test")
+    p.add_argument("--json", action="store_true", help="Print one JSON object instead of a report")
+    p.add_argument("--name", default=None, help="Row label in the markdown table (default: HYP path)")
+    p.add_argument("--errs-file", default=None, help="Write an icefall-style per-utterance error file")
+    p.add_argument(
+        "--punct-keep", default=None, help="Marks kept in P, space separated (default: '. , ?')"
+    )
+    p.add_argument(
+        "--punct-map", default=None, help="Marks mapped to kept ones, e.g. '!>. ;>,' (default: none)"
+    )
+    p.add_argument("--significance-level", type=float, default=0.05)
+    return p
+
+
+def main() -> int:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+    args = get_parser().parse_args()
+    try:
+        config = parse_punct_args(args.punct_keep, args.punct_map)
+        refs = read_transcripts(args.ref, "ref")
+        hyps = read_transcripts(args.hyp, "hyp")
+    except (TranscriptError, ValueError, OSError) as e:
+        logging.error(str(e))
+        return 2
+    if not refs:
+        logging.error(f"No reference utterances in {args.ref}")
+        return 2
+    pairing = pair_transcripts(refs, hyps)
+    score = score_corpus(pairing.triples, config)
+    summ = score.summary()
+    summ["missing_hyp"] = len(pairing.missing_hyp)
+    summ["extra_hyp"] = len(pairing.extra_hyp)
+    name = args.name or args.hyp
+
+    sig = None
+    if args.compare:
+        try:
+            hyps_b = read_transcripts(args.compare, "hyp")
+        except (TranscriptError, OSError) as e:
+            logging.error(str(e))
+            return 2
+        score_b = score_corpus(pair_transcripts(refs, hyps_b).triples, config)
+        sig = compare_systems(score, score_b, args.significance_level)
+        summ["significance"] = {"a": args.hyp, "b": args.compare, "tests": sig}
+        summ_b = score_b.summary()
+
+    if args.errs_file:
+        write_error_file(args.errs_file, pairing.triples, score)
+        logging.info(f"Wrote {args.errs_file}")
+
+    if args.json:
+        json.dump(summ, sys.stdout, indent=None if sig is None else 1, sort_keys=False)
+        sys.stdout.write("\n")
+        return 0
+
+    c = summ["counts"]
+    q = summ["zero_wer_prf"]
+    print(f"Scored {summ['num_utts']} utterances ({config.describe()})")
+    print(f"  {c['N_np_nc']} reference words, {c['N_p']} marks, {c['N_c']} cased words")
+    print()
+    print(markdown_header())
+    print(markdown_row(name, summ))
+    if sig is not None:
+        print(markdown_row(args.compare, summ_b))
+    print()
+    print("Punctuation (LibriSpeech-PC PER, %):")
+    print(per_mark_table(summ))
+    print()
+    print(
+        f"On the {q['num_zero_wer_utts']} of {q['num_utts']} utterances with WER = 0: "
+        f"capitalization F1 {_f(q['capitalization']['f1'])} "
+        f"(P {_f(q['capitalization']['precision'])}, R {_f(q['capitalization']['recall'])}), "
+        f"punctuation F1 {_f(q['punctuation']['f1'])} "
+        f"(P {_f(q['punctuation']['precision'])}, R {_f(q['punctuation']['recall'])})"
+    )
+    if sig is not None:
+        print()
+        print(f"Matched-pair test (MAPSSWE, per utterance), A={args.hyp} B={args.compare}:")
+        for metric, r in sig.items():
+            verdict = f"{r['better']} better" if r["significant"] else "no significant difference"
+            print(f"  {metric:8s} W={r['w']:+.3f} p={r['p_value']:.4f}  {verdict}")
+    return 0
+
+
+def _f(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Create (or reuse) the project's virtual environment and install everything
+# the recipe needs: Debian packages (TTS voices, sox, the Jane Austen texts)
+# and Python packages (torch, torchaudio, lhotse, sentencepiece, onnx,
+# onnxruntime, kaldi-native-fbank, kaldialign, sherpa-onnx, ...).
+#
+# Usage:
+#   bash local/setup_env.sh            # idempotent; ~1 s when nothing changed
+#   bash local/setup_env.sh --no-apt   # skip Debian packages (not root, or already handled)
+#
+# Environment overrides:
+#   ZPC_VENV          venv directory (default: <project>/.venv)
+#   PYTHON            interpreter used to create it (default: python3)
+#   ZPC_TORCH_SPEC    torch requirement (default: torch==2.14.1 torchaudio==2.11.0);
+#                     on a GPU machine set it to the build matching your CUDA.
+#
+# A stamp file in the venv records a hash of pyproject.toml, this script and
+# the torch spec: the pip step runs again only when one of them changes.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${ZPC_VENV:-$ROOT/.venv}
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${ZPC_TORCH_SPEC:-"torch==2.14.1 torchaudio==2.11.0"}
+APT_PACKAGES=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k sox r-cran-janeaustenr)
+
+with_apt=true
+for arg in "$@"; do
+  case "$arg" in
+    --no-apt) with_apt=false ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "setup_env.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (setup_env) $*"; }
+
+# ------------------------------------------------------------- Debian packages
+if $with_apt && command -v dpkg-query >/dev/null 2>&1; then
+  missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "Installing Debian packages: ${missing[*]}"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+      if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+        echo "setup_env.sh: need root (or sudo) to install: ${missing[*]}; install them, or rerun with --no-apt" >&2
+        exit 1
+      fi
+    fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+fi
+
+# ------------------------------------------------------------- Python venv
+if [ ! -x "$VENV/bin/python" ]; then
+  log "Creating virtual environment $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+
+stamp_file="$VENV/.zipformer_pc_stamp"
+stamp=$( { cat "$ROOT/pyproject.toml" "$ROOT/local/setup_env.sh"; echo "$TORCH_SPEC"; "$VENV/bin/python" -V; } | sha256sum | cut -d' ' -f1)
+
+# pip on this workplace warns about every local index location it skips;
+# hide those lines, keep everything else.
+pip_quiet() {
+  "$VENV/bin/python" -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+  return "${PIPESTATUS[0]}"
+}
+
+if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ]; then
+  log "Environment up to date ($VENV)"
+else
+  log "Installing Python packages into $VENV (first time: a few minutes)"
+  # shellcheck disable=SC2086
+  pip_quiet install -q $TORCH_SPEC
+  pip_quiet install -q -e "$ROOT[dev]"
+  "$VENV/bin/python" - <<'EOF'
+import importlib
+mods = ["torch", "torchaudio", "lhotse", "sentencepiece", "onnx", "onnxruntime",
+        "kaldi_native_fbank", "kaldialign", "sherpa_onnx", "tensorboard", "tqdm",
+        "matplotlib", "rdata", "pytest", "hypothesis", "zipformer_pc"]
+bad = []
+for m in mods:
+    try:
+        importlib.import_module(m)
+    except Exception as e:  # report every broken import at once
+        bad.append(f"{m}: {e}")
+if bad:
+    raise SystemExit("setup_env.sh: broken imports:\n  " + "\n  ".join(bad))
+import torch, torchaudio
+print(f"torch {torch.__version__}, torchaudio {torchaudio.__version__}")
+EOF
+  echo "$stamp" > "$stamp_file"
+  log "Environment ready ($VENV)"
+fi

@@ -1,0 +1,115 @@
+"""Reading and writing transcript files.
+
+Two layouts are read:
+
+* ``utt_id<TAB>text`` (or Kaldi's ``utt_id text``), one utterance a line; a
+  line holding only an id is an empty transcript;
+* icefall's ``recogs-*.txt``: pairs of lines ``utt_id:<TAB>ref=[...]`` and
+  ``utt_id:<TAB>hyp=[...]`` whose lists are Python string lists.
+
+Errors name the file and line; nothing is silently dropped.
+"""
+
+import ast
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Tuple
+
+_RECOGS_RE = re.compile(r"^(\S+):\t(ref|hyp)=(\[.*\])\s*$")
+
+
+class TranscriptError(ValueError):
+    pass
+
+
+def read_transcripts(path: str, side: str = "ref") -> Dict[str, str]:
+    """Read a transcript file into ``{utt_id: text}`` (insertion-ordered).
+
+    ``side`` selects the ``ref=`` or ``hyp=`` lines of an icefall recogs
+    file; it is ignored for plain ``utt_id<TAB>text`` files.
+    """
+    if side not in ("ref", "hyp"):
+        raise ValueError(f"side must be 'ref' or 'hyp', not {side!r}")
+    out: Dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    is_recogs = any(_RECOGS_RE.match(ln) for ln in lines[:10] if ln.strip())
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if is_recogs:
+            m = _RECOGS_RE.match(line)
+            if not m:
+                raise TranscriptError(
+                    f"{path}:{lineno}: not an icefall recogs line (expected 'id:\\tref=[...]'): {line[:80]!r}"
+                )
+            utt_id, which, payload = m.groups()
+            if which != side:
+                continue
+            try:
+                words = ast.literal_eval(payload)
+            except (ValueError, SyntaxError) as e:
+                raise TranscriptError(f"{path}:{lineno}: cannot parse token list: {e}") from None
+            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+                raise TranscriptError(f"{path}:{lineno}: expected a list of strings")
+            text = " ".join(words)
+        else:
+            if "\t" in line:
+                utt_id, text = line.split("\t", 1)
+            else:
+                parts = line.split(None, 1)
+                utt_id, text = parts[0], (parts[1] if len(parts) > 1 else "")
+            utt_id = utt_id.strip()
+            if not utt_id:
+                raise TranscriptError(f"{path}:{lineno}: empty utterance id")
+        if utt_id in out:
+            raise TranscriptError(f"{path}:{lineno}: duplicate utterance id {utt_id!r}")
+        out[utt_id] = text.strip()
+    return out
+
+
+@dataclass
+class Pairing:
+    """Reference/hypothesis triples and what did not pair up."""
+
+    triples: List[Tuple[str, str, str]] = field(default_factory=list)
+    missing_hyp: List[str] = field(default_factory=list)
+    extra_hyp: List[str] = field(default_factory=list)
+
+
+def pair_transcripts(refs: Dict[str, str], hyps: Dict[str, str]) -> Pairing:
+    """Pair by utterance id in reference order.
+
+    A reference without a hypothesis is scored against an empty one (all
+    deletions: nothing recognized); a hypothesis without a reference cannot
+    be scored and is reported.  Both are logged with counts.
+    """
+    p = Pairing()
+    for utt_id, ref in refs.items():
+        if utt_id in hyps:
+            p.triples.append((utt_id, ref, hyps[utt_id]))
+        else:
+            p.missing_hyp.append(utt_id)
+            p.triples.append((utt_id, ref, ""))
+    p.extra_hyp = [u for u in hyps if u not in refs]
+    if p.missing_hyp:
+        logging.warning(
+            f"{len(p.missing_hyp)} reference utterance(s) have no hypothesis and are scored "
+            f"as empty output, e.g. {p.missing_hyp[:3]}"
+        )
+    if p.extra_hyp:
+        logging.warning(
+            f"{len(p.extra_hyp)} hypothesis utterance(s) have no reference and are not scored, "
+            f"e.g. {p.extra_hyp[:3]}"
+        )
+    return p
+
+
+def write_transcripts(path: str, items: List[Tuple[str, str]]) -> None:
+    """Write ``utt_id<TAB>text`` lines."""
+    with open(path, "w", encoding="utf-8") as f:
+        for utt_id, text in items:
+            if "\t" in utt_id or "\n" in utt_id or "\n" in text:
+                raise TranscriptError(f"Cannot write utterance {utt_id!r}: tab or newline in id/text")
+            f.write(f"{utt_id}\t{text}\n")
