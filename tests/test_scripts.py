@@ -1,0 +1,50 @@
+"""The recipe's shell entry points parse options the icefall way and fail clearly."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*cmd, **kw):
+    return subprocess.run(list(cmd), cwd=ROOT, capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_unknown_option_is_rejected_by_name():
+    r = run("bash", "egs/synth/run.sh", "--no-such-option", "1")
+    assert r.returncode == 2
+    assert "unknown option --no-such-option" in r.stderr
+
+
+def test_option_without_value_is_rejected():
+    r = run("bash", "egs/synth/run.sh", "--stage")
+    assert r.returncode == 2
+    assert "needs a value" in r.stderr
+
+
+def test_prepare_rejects_unknown_dataset():
+    r = run("bash", "prepare.sh", "--dataset", "timit")
+    assert r.returncode == 2
+    assert "--dataset must be synth or librispeech" in r.stderr
+
+
+def test_help_prints_usage():
+    r = run("bash", "prepare.sh", "--help")
+    assert r.returncode == 0
+    assert "--stage N --stop-stage M" in r.stdout
+
+
+def test_main_job_stage0_scores_the_examples(tmp_path):
+    r = run("bash", "egs/synth/run.sh", "--stage", "0", "--stop-stage", "0", "--exp-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "| system | WER | PuncER | CaseER | PC-WER | PER | WER-C | WER-PC |" in r.stdout
+    assert (tmp_path / "errs-example.txt").read_text().startswith("%WER = ")
+    assert (tmp_path / "wer-summary-example.json").stat().st_size > 0
+
+
+def test_normalize_text_cli_keeps_ids():
+    r = run(sys.executable, "local/normalize_text.py", "--form", "N", "--has-ids", "true",
+            input="utt-1\tHe said: \u201cDon\u2019t!\u201d Well-known?\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "utt-1\the said don't well known\n"
