@@ -82,7 +82,7 @@ def main() -> int:
     if args.compare:
         try:
             hyps_b = read_transcripts(args.compare, "hyp")
-        except (TranscriptError, OSError) as e:
+        except (TranscriptError, ValueError, OSError) as e:
             logging.error(str(e))
             return 2
         score_b = score_corpus(pair_transcripts(refs, hyps_b).triples, config)
@@ -95,7 +95,7 @@ def main() -> int:
         logging.info(f"Wrote {args.errs_file}")
 
     if args.json:
-        json.dump(summ, sys.stdout, indent=None if sig is None else 1, sort_keys=False)
+        json.dump(summ, sys.stdout, allow_nan=False)
         sys.stdout.write("\n")
         return 0
 
@@ -124,7 +124,8 @@ def main() -> int:
         print(f"Matched-pair test (MAPSSWE, per utterance), A={args.hyp} B={args.compare}:")
         for metric, r in sig.items():
             verdict = f"{r['better']} better" if r["significant"] else "no significant difference"
-            print(f"  {metric:8s} W={r['w']:+.3f} p={r['p_value']:.4f}  {verdict}")
+            w = "undefined" if r["w"] is None else f"{r['w']:+.3f}"
+            print(f"  {metric:8s} W={w} p={r['p_value']:.4f}  {verdict}")
     return 0
 
 

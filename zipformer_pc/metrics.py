@@ -404,26 +404,29 @@ def per_mark_table(summary: Mapping[str, object]) -> str:
 # ---------------------------------------------------------------- significance
 
 
-def mapsswe(a: Sequence[float], b: Sequence[float]) -> Dict[str, float]:
+def mapsswe(a: Sequence[float], b: Sequence[float]) -> Dict[str, Optional[float]]:
     """Matched-pair test on per-segment error counts of systems A and B.
 
     Z_i = a_i - b_i; W = mean(Z) / (std(Z) / sqrt(n)) is compared with a
     standard normal (two-sided), as SCTK's MAPSSWE does.  Returns the mean
-    difference, W and the p-value.
+    difference, W (None when all differences are equal) and the p-value.
     """
     if len(a) != len(b):
         raise ValueError(f"Matched-pair test needs the same segments: {len(a)} vs {len(b)}")
     n = len(a)
     if n < 2:
-        return {"n": n, "mean_diff": float(sum(a) - sum(b)), "w": 0.0, "p_value": 1.0}
+        return {"n": n, "mean_diff": float(sum(a) - sum(b)), "w": None, "p_value": 1.0}
     z = [x - y for x, y in zip(a, b)]
     mu = sum(z) / n
     var = sum((x - mu) ** 2 for x in z) / (n - 1)
     if var == 0.0:
-        w = 0.0 if mu == 0 else math.copysign(math.inf, mu)
-    else:
-        w = mu / math.sqrt(var / n)
-    p = math.erfc(abs(w) / math.sqrt(2.0)) if math.isfinite(w) else 0.0
+        # Every segment differs by the same amount: W is undefined.  If that
+        # amount is 0 the systems are identical (p = 1); otherwise fall back to
+        # the two-sided sign test (all n segments favour one system).
+        p = 1.0 if mu == 0 else min(1.0, 2.0 * 0.5**n)
+        return {"n": n, "mean_diff": mu, "w": None, "p_value": p}
+    w = mu / math.sqrt(var / n)
+    p = math.erfc(abs(w) / math.sqrt(2.0))
     return {"n": n, "mean_diff": mu, "w": w, "p_value": p}
 
 

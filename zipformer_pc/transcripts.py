@@ -32,8 +32,11 @@ def read_transcripts(path: str, side: str = "ref") -> Dict[str, str]:
     if side not in ("ref", "hyp"):
         raise ValueError(f"side must be 'ref' or 'hyp', not {side!r}")
     out: Dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except UnicodeDecodeError as e:
+        raise TranscriptError(f"{path}: not UTF-8 text (byte offset {e.start}): {e.reason}") from None
     is_recogs = any(_RECOGS_RE.match(ln) for ln in lines[:10] if ln.strip())
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
