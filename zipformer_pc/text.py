@@ -6,9 +6,9 @@ normalized form (N) of an utterance are defined in exactly one place.
 
     >>> from zipformer_pc.text import punctuated, normalized
     >>> punctuated('\u201cWell\u2014I don\u2019t know,\u201d said Mr. Bennet; \u201cis it?\u201d')
-    'Well I don't know, said Mr. Bennet is it?'
+    "Well I don't know, said Mr. Bennet is it?"
     >>> normalized('\u201cWell\u2014I don\u2019t know,\u201d said Mr. Bennet; \u201cis it?\u201d')
-    'well i don't know said mr bennet is it'
+    "well i don't know said mr bennet is it"
 
 Rules (the contract other modules and tests rely on):
 
@@ -96,6 +96,7 @@ _FOLD_TABLE = str.maketrans(
         "\u0153": "oe",
         "\u0152": "Oe",
         "\u00df": "ss",
+        "\u1e9e": "SS",  # capital sharp s
         "\u00f8": "o",
         "\u00d8": "O",
         "\u0111": "d",
@@ -120,7 +121,8 @@ def fold_to_ascii(text: str) -> str:
     instead of silently gluing them together.
     """
     if text.isascii():
-        return text
+        # The one ASCII character the table folds: a backtick used as apostrophe.
+        return text.replace("`", "'") if "`" in text else text
     text = unicodedata.normalize("NFKD", text.translate(_FOLD_TABLE))
     # NFKD may expose characters of the fold table again (e.g. compatibility
     # forms of dashes), so translate a second time before dropping.

@@ -1,0 +1,41 @@
+"""Training features (lhotse Fbank) and streaming features (kaldi-native-fbank) agree."""
+
+import numpy as np
+import pytest
+
+from zipformer_pc.features import FBANK_OPTIONS, knf_fbank, lhotse_fbank, num_frames
+
+
+def _speechlike(seconds: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16000 * seconds)) / 16000
+    f0 = 120 + 30 * np.sin(2 * np.pi * 0.7 * t)
+    x = sum(np.sin(2 * np.pi * k * np.cumsum(f0) / 16000) / k for k in range(1, 12))
+    x = x * (0.5 + 0.5 * np.sin(2 * np.pi * 2.5 * t)) + 0.01 * rng.standard_normal(len(t))
+    return (0.3 * x / np.abs(x).max()).astype(np.float32)
+
+
+@pytest.mark.parametrize("seconds", [0.05, 1.0, 2.37])
+def test_lhotse_and_kaldi_native_fbank_agree(seconds):
+    x = _speechlike(seconds)
+    a = lhotse_fbank().extract(x, 16000)
+    b = knf_fbank(x)
+    assert a.shape == b.shape == (num_frames(len(x)), 80)
+    np.testing.assert_allclose(a, b, atol=2e-3, rtol=0)
+
+
+def test_feature_options_are_the_sherpa_onnx_ones():
+    # sherpa-onnx's OnlineRecognizer.from_transducer computes fbank with these.
+    assert FBANK_OPTIONS["num_mel_bins"] == 80
+    assert FBANK_OPTIONS["low_freq"] == 20.0
+    assert FBANK_OPTIONS["high_freq"] == -400.0
+    assert FBANK_OPTIONS["dither"] == 0.0
+    assert FBANK_OPTIONS["snip_edges"] is False
+
+
+def test_scale_matters_so_samples_must_be_in_unit_range():
+    x = _speechlike(0.5)
+    # int16-scaled input shifts every log-mel value by log(32768**2) ~ 20.79:
+    # a reminder that both sides must feed samples in [-1, 1].
+    diff = knf_fbank(x * 32768) - knf_fbank(x)
+    np.testing.assert_allclose(diff, 2 * np.log(32768), atol=1e-2)
