@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
 # Data preparation for zipformer-pc, icefall style: numbered stages, each
-# calling one script in local/, each guarded by a done marker.
+# calling one script in local/, each skipped when its done marker holds the
+# same options (change an option and the stage runs again).
 #
 # Usage:
-#   ./prepare.sh                                   # embedded synthetic corpus, all stages
-#   ./prepare.sh --dataset librispeech --stage 0 --stop-stage 3
+#   ./prepare.sh                                        # embedded synthetic corpus, all stages
+#   ./prepare.sh --size tiny --data-dir /tmp/d          # a few hundred utterances, for tests
+#   ./prepare.sh --dataset librispeech --stage 0 --stop-stage 5 --parts test-clean,train-clean-100
 #
 # Options (defaults in brackets):
 #   --dataset synth|librispeech   [synth]
 #   --stage N --stop-stage M      stages to run [0 .. 100]
-#   --data-dir DIR                manifests, features, BPE [data]
-#   --dl-dir DIR                  downloads / raw corpora [download]
+#   --data-dir DIR                everything this script writes [data]
+#   --dl-dir DIR                  LibriSpeech downloads [download]
 #   --nj N                        parallel jobs [2]
+#   --seed N                      text selection, voices, subsets [42]
+#   --size default|tiny           synth corpus size preset [default]
+#   --train-hours H               synth training speech, overrides the preset [preset]
+#   --vocab-size N                sentencepiece vocabulary [256 synth, 500 librispeech, 120 tiny]
+#   --speed-perturb true|false    add 0.9x/1.1x copies of train [false]
+#   --proportions LIST            punctuated proportions [1.0,0.5,0.35,0.2,0.05]
+#   --parts LIST                  LibriSpeech parts [dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500]
 #
-# Planned stages (the data issue fills them in):
-#   synth:        0 text corpus (Jane Austen, de-duplicated, questions kept)
-#                 1 TTS synthesis with several Debian voices
-#                 2 lhotse manifests with P and N references
-#                 3 fbank features   4 BPE   5 punctuated-proportion subsets
-#   librispeech:  0 manifests from LibriSpeech + LibriSpeech-PC
-#                 1 P/N references   2 fbank   3 BPE   4 subsets
+# Stages, synth:
+#   0 text: Jane Austen (in-domain) and Moby Dick (out-of-domain) utterances
+#   1 speech: Debian TTS voices; train/dev/test with in-domain voices, test_ood with held-out ones
+#   2 fbank features          3 sentencepiece tokenizer on P+N train text
+#   4 filter + punctuated-proportion subsets     5 manifest statistics
+# Stages, librispeech:
+#   0 download LibriSpeech and the LibriSpeech-PC manifests (skipped when present)
+#   1 lhotse manifests with LibriSpeech-PC joined     2 fbank features
+#   3 tokenizer     4 filter + subsets     5 manifest statistics
+#
+# Outputs under DATA_DIR/DATASET/: manifests/, fbank/ (cuts: DATASET_cuts_SPLIT.jsonl.gz,
+# train subsets DATASET_cuts_train_pF.jsonl.gz), lang_bpe_N/ (bpe.model, tokens.txt), subsets/.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -29,6 +43,13 @@ stop_stage=100
 data_dir=data
 dl_dir=download
 nj=2
+seed=42
+size=default
+train_hours=""
+vocab_size=""
+speed_perturb=false
+proportions=1.0,0.5,0.35,0.2,0.05
+parts=dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500
 
 . local/parse_options.sh
 . ./path.sh
@@ -39,7 +60,125 @@ case "$dataset" in
   synth|librispeech) ;;
   *) echo "prepare.sh: --dataset must be synth or librispeech, not '$dataset'" >&2; exit 2 ;;
 esac
+case "$size" in
+  default) dev_utts=150; test_utts=300; ood_utts=300; preset_hours=2.0; preset_vocab=256 ;;
+  tiny) dev_utts=12; test_utts=12; ood_utts=12; preset_hours=0.06; preset_vocab=120 ;;
+  *) echo "prepare.sh: --size must be default or tiny, not '$size'" >&2; exit 2 ;;
+esac
+[ -n "$train_hours" ] || train_hours=$preset_hours
+if [ -z "$vocab_size" ]; then
+  if [ "$dataset" = librispeech ]; then vocab_size=500; else vocab_size=$preset_vocab; fi
+fi
 
-log "dataset=$dataset stage=$stage stop_stage=$stop_stage data_dir=$data_dir dl_dir=$dl_dir nj=$nj"
-log "No data stage is implemented yet: they arrive with the data-preparation work (see README)."
-exit 3
+dir=$data_dir/$dataset
+mkdir -p "$dir"
+python3 - "$dir/punct_config.json" <<'EOF'
+import json, sys
+from zipformer_pc.references import SYNTH_PUNCT
+from zipformer_pc.text import DEFAULT_PUNCT
+cfg = {"synth": {"keep": list(SYNTH_PUNCT.keep), "map": dict(SYNTH_PUNCT.mapping)},
+       "librispeech": {"keep": list(DEFAULT_PUNCT.keep), "map": dict(DEFAULT_PUNCT.mapping)}}
+json.dump(cfg, open(sys.argv[1], "w"), indent=1)
+EOF
+
+# run_stage N NAME OPTIONS: true when stage N is selected and its marker does
+# not already record OPTIONS; the caller runs the stage then calls mark_done.
+run_stage() {
+  local n=$1 name=$2 opts=$3
+  [ "$stage" -le "$n" ] && [ "$stop_stage" -ge "$n" ] || return 1
+  local marker=$dir/.done.$name
+  if [ -f "$marker" ] && [ "$(cat "$marker")" = "$opts" ]; then
+    log "Stage $n ($name): already done with the same options, skipping"
+    return 1
+  fi
+  log "Stage $n: $name"
+  return 0
+}
+mark_done() { echo "$2" > "$dir/.done.$1"; }
+
+bpe_dir=$dir/lang_bpe_$vocab_size
+
+if [ "$dataset" = synth ]; then
+  splits="train dev test test_ood"
+
+  opts="hours=$train_hours dev=$dev_utts test=$test_utts ood=$ood_utts seed=$seed"
+  if run_stage 0 text "$opts"; then
+    python3 local/prepare_synth_text.py --out-dir "$dir/text" --train-hours "$train_hours" \
+      --dev-utts "$dev_utts" --test-utts "$test_utts" --ood-utts "$ood_utts" --seed "$seed"
+    mark_done text "$opts"
+  fi
+
+  opts="$opts nj=$nj"
+  if run_stage 1 speech "$opts"; then
+    for split in $splits; do
+      voices=train; [ "$split" = test_ood ] && voices=ood
+      python3 local/synthesize.py --text "$dir/text/$split.jsonl" --voices $voices --split "$split" \
+        --audio-dir "$dir/audio/$split" --manifest-dir "$dir/manifests" --nj "$nj" --seed "$seed"
+    done
+    mark_done speech "$opts"
+  fi
+fi
+
+if [ "$dataset" = librispeech ]; then
+  splits=${parts//,/ }
+
+  if run_stage 0 download "parts=$parts"; then
+    python3 local/download_librispeech.py --dl-dir "$dl_dir" --parts "$parts"
+    mark_done download "parts=$parts"
+  fi
+
+  if run_stage 1 manifests "parts=$parts"; then
+    python3 local/prepare_librispeech.py --corpus-dir "$dl_dir/LibriSpeech" --pc-dir "$dl_dir/LibriSpeech-PC" \
+      --output-dir "$dir/manifests" --parts "$parts" --nj "$nj"
+    mark_done manifests "parts=$parts"
+  fi
+fi
+
+# ---------------------------------------------------------------- common stages
+opts="$(cat "$dir/.done.speech" "$dir/.done.manifests" 2>/dev/null | tr '\n' ' ' || true) speed_perturb=$speed_perturb"
+if run_stage 2 fbank "$opts"; then
+  for split in $splits; do
+    sp=false
+    case "$split" in train|train-*) sp=$speed_perturb ;; esac
+    python3 local/compute_fbank.py --manifest-dir "$dir/manifests" --prefix "$dataset" --split "$split" \
+      --output-dir "$dir/fbank" --speed-perturb "$sp" --num-threads "$nj"
+  done
+  mark_done fbank "$opts"
+fi
+
+train_cuts=()
+for split in $splits; do
+  case "$split" in train|train-*) train_cuts+=("$dir/fbank/${dataset}_cuts_${split}.jsonl.gz") ;; esac
+done
+if [ ${#train_cuts[@]} -eq 0 ]; then
+  echo "prepare.sh: no training split among: $splits" >&2; exit 2
+fi
+
+opts="$(cat "$dir/.done.fbank" 2>/dev/null || true) vocab=$vocab_size"
+if run_stage 3 bpe "$opts"; then
+  python3 local/train_bpe.py --cuts "${train_cuts[@]}" --lang-dir "$bpe_dir" --vocab-size "$vocab_size"
+  mark_done bpe "$opts"
+fi
+
+opts="$(cat "$dir/.done.bpe" 2>/dev/null || true) proportions=$proportions seed=$seed"
+if run_stage 4 subsets "$opts"; then
+  all_train=${train_cuts[0]}
+  if [ ${#train_cuts[@]} -gt 1 ]; then
+    # LibriSpeech: one train manifest over all training parts
+    all_train=$dir/fbank/${dataset}_cuts_train.jsonl.gz
+    python3 -c "import sys; from lhotse import combine, load_manifest_lazy as L; combine(*[L(p) for p in sys.argv[2:]]).to_file(sys.argv[1])" \
+      "$all_train" "${train_cuts[@]}"
+  fi
+  python3 local/make_subsets.py --cuts "$all_train" --bpe-model "$bpe_dir/bpe.model" \
+    --proportions "$proportions" --subset-dir "$dir/subsets" --seed "$seed"
+  mark_done subsets "$opts"
+fi
+
+if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
+  log "Stage 5: manifest statistics"
+  stats=()
+  for split in $splits; do stats+=("$dir/fbank/${dataset}_cuts_${split}.jsonl.gz"); done
+  python3 local/manifest_stats.py "${stats[@]}" | tee "$dir/stats.md"
+fi
+
+log "Done: $dir"

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Build the text side of the embedded synthetic corpus.
+
+Usage:
+  ./local/prepare_synth_text.py --out-dir data/synth/text --train-hours 2 \
+      --dev-utts 150 --test-utts 300 --ood-utts 300 --seed 42
+
+In-domain text is Jane Austen's six novels (Debian package
+``r-cran-janeaustenr``); out-of-domain text is Herman Melville's *Moby Dick*
+(Debian package ``r-cran-tokenizers``).  Both are read from the packages' R
+data files with the PyPI package ``rdata``; nothing is downloaded.
+
+Steps: books -> paragraphs (headings, chapter titles, all-caps and other
+non-prose lines dropped) -> sentences (common abbreviations spelt out, so the
+text says what the voices say: ``Mr.`` -> ``Mister``) -> sentence filters
+(3..45 words, no digits, no all-caps words) -> de-duplication on the
+normalized form -> utterances of 1 to 3 consecutive sentences of one
+paragraph (4..40 words, roughly 2 to 15 s of speech) -> splits.
+
+Questions are rare in prose (~4 per 1000 words), so every utterance holding a
+question is kept, up to ``--max-question-fraction`` of each split.
+
+Writes ``{train,dev,test,test_ood}.jsonl``: one utterance a line with ``id``,
+``source`` (book), ``text_raw`` (folded ASCII prose, the reference source) and
+``tts_text`` (what the voices read: the same words, quotes and italics
+removed), plus ``stats.json``.
+"""
+
+import argparse
+import gzip
+import json
+import logging
+import random
+import re
+import zlib
+from pathlib import Path
+from typing import Dict, Iterator, List, Sequence, Tuple
+
+from zipformer_pc.text import PunctConfig, fold_to_ascii, normalized, punctuated
+
+AUSTEN_RDATA = "/usr/lib/R/site-library/janeaustenr/data/Rdata"
+MOBYDICK_RDATA = "/usr/lib/R/site-library/tokenizers/data/Rdata"
+AUSTEN_BOOKS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey", "persuasion")
+
+WORDS_PER_SECOND = 2.6  # measured speaking rate of the voices, pauses included
+
+# Spelt out before sentence splitting, so that P, N and the audio agree.
+ABBREVIATIONS = {
+    "Mr": "Mister",
+    "Mrs": "Missus",
+    "Messrs": "Messieurs",
+    "Dr": "Doctor",
+    "St": "Saint",
+    "Col": "Colonel",
+    "Capt": "Captain",
+    "Gen": "General",
+    "Lieut": "Lieutenant",
+    "Rev": "Reverend",
+    "Esq": "Esquire",
+}
+_ABBR_RE = re.compile(r"\b(" + "|".join(ABBREVIATIONS) + r")\.(?=\s|$)")
+_ETC_RE = re.compile(r"&c\.?")
+
+# What the voices read: the same words as P and N, with the marks that give
+# prosody (all of them kept; dashes read as a pause, ellipses as a stop).
+TTS_PUNCT = PunctConfig(keep=(".", ",", "?", "!", ";", ":"), mapping={"--": ",", "...": "."})
+
+_HEADING_RE = re.compile(
+    r"^(chapter|volume|book|vol\.|etymology|extracts|epilogue|the end|finis)\b", re.IGNORECASE
+)
+# sentence end: . ? ! (possibly repeated), closing quotes/brackets, then space
+_SENT_END_RE = re.compile(r"[.?!]+[\"')\]]*\s+")
+_ALLCAPS_WORD_RE = re.compile(r"\b[A-Z]{2,}\b")
+
+
+def read_rdata_lazyload(base: str) -> Dict[str, object]:
+    """Read every object of an R package's lazy-load data base (``Rdata.rdx``/``.rdb``)."""
+    import rdata
+
+    rdx, rdb = Path(base + ".rdx"), Path(base + ".rdb")
+    for p in (rdx, rdb):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} not found")
+    index = rdata.conversion.convert(rdata.parser.parse_data(gzip.decompress(rdx.read_bytes()), extension=".rds"))
+    blob = rdb.read_bytes()
+    out = {}
+    for name, (offset, length) in index["variables"].items():
+        chunk = blob[int(offset) : int(offset) + int(length)]
+        # 4-byte big-endian uncompressed size, then zlib data
+        obj = rdata.parser.parse_data(zlib.decompress(chunk[4:]), extension=".rds")
+        out[str(name)] = rdata.conversion.convert(obj)
+    return out
+
+
+def load_austen() -> Dict[str, List[str]]:
+    try:
+        data = read_rdata_lazyload(AUSTEN_RDATA)
+    except FileNotFoundError as e:
+        raise SystemExit(f"{e}: install the Debian package r-cran-janeaustenr (apt-get install r-cran-janeaustenr)")
+    return {b: [str(x) for x in data[b]] for b in AUSTEN_BOOKS}
+
+
+def load_mobydick() -> Dict[str, List[str]]:
+    try:
+        data = read_rdata_lazyload(MOBYDICK_RDATA)
+    except FileNotFoundError as e:
+        raise SystemExit(f"{e}: install the Debian package r-cran-tokenizers (apt-get install r-cran-tokenizers)")
+    text = str(data["mobydick"][0]).replace("\r\n", "\n")
+    start = text.find("*** START OF")
+    end = text.find("*** END OF")
+    if start >= 0:
+        text = text[text.index("\n", start) + 1 :]
+    if end >= 0:
+        text = text[: text.find("*** END OF")]
+    # Start at the first chapter: the front matter is lists and quotations.
+    first = text.find("CHAPTER 1.")
+    first = text.find("CHAPTER 1.", first + 1) if first >= 0 else -1  # skip the table of contents
+    if first >= 0:
+        text = text[first:]
+    return {"mobydick": text.split("\n")}
+
+
+def paragraphs(lines: Sequence[str]) -> Iterator[str]:
+    """Join non-empty lines into paragraphs and drop the ones that are not prose."""
+    buf: List[str] = []
+    for line in list(lines) + [""]:
+        if line.strip():
+            buf.append(line.strip())
+            continue
+        if buf:
+            para = fold_to_ascii(" ".join(buf))
+            buf = []
+            if is_prose(para):
+                yield para
+
+
+def is_prose(para: str) -> bool:
+    """False for headings, chapter titles, all-caps lines and title-page lines."""
+    if not re.search(r"[a-z]", para):
+        return False  # all caps or no letters: headings, "CHAPTER IV", "THE END"
+    if _HEADING_RE.match(para.strip()):
+        return False
+    words = para.split()
+    if len(words) < 4 and not re.search(r"[.?!]\W*$", para):
+        return False  # "By Jane Austen", "(1814)", "Persuasion"
+    return True
+
+
+def expand_abbreviations(text: str) -> str:
+    text = _ETC_RE.sub("et cetera", text)
+    return _ABBR_RE.sub(lambda m: ABBREVIATIONS[m.group(1)], text)
+
+
+def split_sentences(para: str) -> List[str]:
+    """Split a paragraph at . ? ! followed by space and a capital or quote."""
+    out: List[str] = []
+    start = 0
+    for m in _SENT_END_RE.finditer(para):
+        nxt = para[m.end() : m.end() + 2]
+        if not nxt or not re.match(r"[\"'(_]?[A-Z]", nxt):
+            continue
+        out.append(para[start : m.end()].strip())
+        start = m.end()
+    tail = para[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+def keep_sentence(sent: str, min_words: int = 3, max_words: int = 45) -> bool:
+    n = len(normalized(sent).split())
+    if not (min_words <= n <= max_words):
+        return False
+    if re.search(r"[0-9]", sent):
+        return False  # digits: the voices would read what N does not write
+    if _ALLCAPS_WORD_RE.search(sent.replace("_", " ")):
+        return False  # emphasis or acronyms in capitals: read letter by letter
+    if not re.search(r"[.?!][\"')\]_]*$", sent):
+        return False  # does not end a sentence (cut by a paragraph break)
+    return True
+
+
+def sentences_of(books: Dict[str, List[str]], seen: set) -> List[Tuple[str, int, List[str]]]:
+    """``(book, paragraph index, sentences)`` with filtered, de-duplicated sentences."""
+    out = []
+    for book, lines in books.items():
+        for pi, para in enumerate(paragraphs(lines)):
+            kept = []
+            for s in split_sentences(expand_abbreviations(para)):
+                key = normalized(s)
+                if not keep_sentence(s) or key in seen:
+                    if kept:  # a gap breaks consecutiveness: start a new run
+                        out.append((book, pi, kept))
+                        kept = []
+                    continue
+                seen.add(key)
+                kept.append(s)
+            if kept:
+                out.append((book, pi, kept))
+    return out
+
+
+def group_utterances(
+    runs: List[Tuple[str, int, List[str]]], rng: random.Random, min_words: int = 4, max_words: int = 40
+) -> List[Dict[str, object]]:
+    """Group consecutive sentences into utterances of 1..3 sentences."""
+    utts = []
+    for book, pi, sents in runs:
+        i = 0
+        while i < len(sents):
+            target = rng.choices((1, 2, 3), weights=(0.5, 0.3, 0.2))[0]
+            group = [sents[i]]
+            i += 1
+            n = len(normalized(group[0]).split())
+            while i < len(sents) and len(group) < 3:
+                m = len(normalized(sents[i]).split())
+                if n + m > max_words or (len(group) >= target and n >= min_words):
+                    break
+                group.append(sents[i])
+                n += m
+                i += 1
+            if n < min_words or n > max_words:
+                continue
+            raw = " ".join(group)
+            utts.append(
+                {
+                    "source": book,
+                    "paragraph": pi,
+                    "text_raw": raw,
+                    "tts_text": punctuated(raw, TTS_PUNCT),
+                    "num_words": n,
+                    "num_sentences": len(group),
+                    "has_question": "?" in punctuated(raw),
+                }
+            )
+    return utts
+
+
+def select(
+    utts: List[Dict[str, object]], rng: random.Random, budget_words: float, max_q_frac: float
+) -> Tuple[List[Dict[str, object]], List[Dict[str, object]]]:
+    """Pick utterances up to ``budget_words``: questions first, then the rest."""
+    qs = [u for u in utts if u["has_question"]]
+    rest = [u for u in utts if not u["has_question"]]
+    rng.shuffle(qs)
+    rng.shuffle(rest)
+    chosen: List[Dict[str, object]] = []
+    words = 0
+    q_words = 0
+    for u in qs:
+        if q_words + u["num_words"] > max_q_frac * budget_words:
+            break
+        chosen.append(u)
+        q_words += u["num_words"]
+    words = q_words
+    used = {id(u) for u in chosen}
+    for u in rest:
+        if words >= budget_words:
+            break
+        chosen.append(u)
+        used.add(id(u))
+        words += u["num_words"]
+    left = [u for u in utts if id(u) not in used]
+    rng.shuffle(chosen)
+    return chosen, left
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--train-hours", type=float, default=2.0, help="Estimated hours of training speech")
+    p.add_argument("--dev-utts", type=int, default=150)
+    p.add_argument("--test-utts", type=int, default=300)
+    p.add_argument("--ood-utts", type=int, default=300)
+    p.add_argument("--max-question-fraction", type=float, default=0.4,
+                   help="At most this fraction of a split's words come from question utterances")
+    p.add_argument("--seed", type=int, default=42)
+    return p
+
+
+def main() -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    args = get_parser().parse_args()
+    rng = random.Random(args.seed)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    seen: set = set()
+    austen = group_utterances(sentences_of(load_austen(), seen), rng)
+    ood_pool = group_utterances(sentences_of(load_mobydick(), seen), rng)
+    logging.info(f"Austen: {len(austen)} candidate utterances; Moby Dick: {len(ood_pool)}")
+
+    avg_words = sum(u["num_words"] for u in austen) / max(1, len(austen))
+    splits: Dict[str, List[Dict[str, object]]] = {}
+    pool = austen
+    for name, n_utts in (("test", args.test_utts), ("dev", args.dev_utts)):
+        splits[name], pool = select(pool, rng, n_utts * avg_words, args.max_question_fraction)
+        splits[name] = splits[name][:n_utts]
+    splits["train"], _ = select(pool, rng, args.train_hours * 3600 * WORDS_PER_SECOND, args.max_question_fraction)
+    ood_avg = sum(u["num_words"] for u in ood_pool) / max(1, len(ood_pool))
+    splits["test_ood"], _ = select(ood_pool, rng, args.ood_utts * ood_avg, args.max_question_fraction)
+    splits["test_ood"] = splits["test_ood"][: args.ood_utts]
+
+    stats = {}
+    for name, utts in splits.items():
+        with open(out_dir / f"{name}.jsonl", "w", encoding="utf-8") as f:
+            for i, u in enumerate(utts):
+                u = {"id": f"{name}-{i:06d}", **u}
+                f.write(json.dumps(u, ensure_ascii=True) + "\n")
+        words = sum(u["num_words"] for u in utts)
+        stats[name] = {
+            "utterances": len(utts),
+            "words": words,
+            "estimated_hours": round(words / WORDS_PER_SECOND / 3600, 3),
+            "question_utterances": sum(bool(u["has_question"]) for u in utts),
+        }
+        logging.info(f"{name}: {stats[name]}")
+    (out_dir / "stats.json").write_text(json.dumps(stats, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

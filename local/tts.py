@@ -1,0 +1,167 @@
+"""Debian TTS voices as the speakers of the synthetic corpus.
+
+Three engines:
+
+* espeak-ng: fast formant synthesis; many accents and variants; pauses at
+  ``,`` and ``.`` and raises the final pitch on ``?``;
+* festival diphone voices (kal, ked): raise the pitch on ``?``; one
+  ``festival --pipe`` process per voice is kept alive (start-up costs ~0.5 s),
+  with a handshake written to stderr after each command;
+* flite (kal16, awb, rms, slt): pauses at punctuation but renders ``?`` like
+  ``.``, which is realistic: not every speaker marks questions.
+
+Every voice output goes through sox to 16 kHz mono 16-bit FLAC, with an
+optional pitch shift (cents) and tempo factor for variety.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional
+
+# Debian package providing each command, for error messages.
+APT_PACKAGE = {"espeak-ng": "espeak-ng", "festival": "festival festvox-kallpc16k festvox-kdlpc16k",
+               "flite": "flite", "sox": "sox"}
+
+
+@dataclass(frozen=True)
+class Voice:
+    """One speaker: an engine, its voice name and base prosody."""
+
+    name: str  # speaker id
+    engine: str  # espeak-ng | festival | flite
+    voice: str  # engine's voice name
+    rate: int = 0  # espeak words per minute (0: engine default)
+    pitch: int = 0  # espeak pitch 0..99 (0: engine default)
+
+
+# In-domain speakers: train, dev and test.
+TRAIN_VOICES: List[Voice] = [
+    Voice("espk-us-m1", "espeak-ng", "en-us+m1", 165, 45),
+    Voice("espk-gb-f2", "espeak-ng", "en-gb+f2", 160, 60),
+    Voice("espk-scot-m3", "espeak-ng", "en-gb-scotland+m3", 170, 40),
+    Voice("espk-029-m4", "espeak-ng", "en-029+m4", 155, 50),
+    Voice("espk-nyc-f3", "espeak-ng", "en-us-nyc+f3", 175, 55),
+    Voice("espk-rp-m7", "espeak-ng", "en-gb-x-rp+m7", 160, 35),
+    Voice("espk-us-klatt2", "espeak-ng", "en-us+klatt2", 165, 50),
+    Voice("espk-gb-f4", "espeak-ng", "en-gb+f4", 150, 65),
+    Voice("fest-kal", "festival", "kal_diphone"),
+    Voice("flite-kal16", "flite", "kal16"),
+    Voice("flite-awb", "flite", "awb"),
+]
+
+# Out-of-domain speakers: never used in training.
+OOD_VOICES: List[Voice] = [
+    Voice("espk-lanc-f1", "espeak-ng", "en-gb-x-gbclan+f1", 160, 55),
+    Voice("espk-wmid-m6", "espeak-ng", "en-gb-x-gbcwmd+m6", 170, 45),
+    Voice("fest-ked", "festival", "ked_diphone"),
+    Voice("flite-slt", "flite", "slt"),
+    Voice("flite-rms", "flite", "rms"),
+]
+
+
+def check_tools(voices: List[Voice]) -> None:
+    """Fail with the apt packages to install when an engine is missing."""
+    needed = {"sox"} | {v.engine for v in voices}
+    missing = [t for t in sorted(needed) if shutil.which(t) is None]
+    if missing:
+        pkgs = " ".join(APT_PACKAGE[t] for t in missing)
+        raise SystemExit(f"Missing TTS tools: {', '.join(missing)}. Install them with: apt-get install -y {pkgs}")
+
+
+def _scheme_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class Festival:
+    """A ``festival --pipe`` process for one voice, kept alive between calls."""
+
+    MARK = "ZPC_FESTIVAL_DONE"
+
+    def __init__(self, voice: str) -> None:
+        self.proc = subprocess.Popen(
+            ["festival", "--pipe"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True, bufsize=1,
+        )
+        self.command(f"(voice_{voice})")
+
+    def command(self, cmd: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        self.proc.stdin.write(f'{cmd}\n(format stderr "{self.MARK}\\n")\n')
+        self.proc.stdin.flush()
+        lines = []
+        while True:
+            line = self.proc.stderr.readline()
+            if not line:
+                raise RuntimeError("festival exited: " + "".join(lines)[-500:])
+            if line.strip() == self.MARK:
+                return "".join(lines)
+            lines.append(line)
+
+    def synth(self, text: str, wav: str) -> None:
+        err = self.command(f"(utt.save.wave (utt.synth (Utterance Text {_scheme_string(text)})) {_scheme_string(wav)} 'riff)")
+        if "SIOD ERROR" in err or not os.path.exists(wav):
+            raise RuntimeError(f"festival failed: {err.strip()[-300:]}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except Exception:
+                self.proc.kill()
+
+
+class Synthesizer:
+    """Renders text with any voice; keeps festival processes open. One per worker."""
+
+    def __init__(self) -> None:
+        self._festival: Dict[str, Festival] = {}
+
+    def render(self, voice: Voice, text: str, out_flac: str, rate: int = 0, pitch: int = 0,
+               sox_pitch_cents: int = 0, sox_tempo: float = 1.0) -> None:
+        """Synthesize ``text`` into a 16 kHz mono FLAC file."""
+        with tempfile.TemporaryDirectory(prefix="zpc_tts_") as tmp:
+            raw = os.path.join(tmp, "raw.wav")
+            if voice.engine == "espeak-ng":
+                cmd = ["espeak-ng", "-v", voice.voice, "-w", raw]
+                if rate:
+                    cmd += ["-s", str(rate)]
+                if pitch:
+                    cmd += ["-p", str(pitch)]
+                subprocess.run(cmd + ["--", text], check=True, capture_output=True, timeout=120)
+            elif voice.engine == "flite":
+                subprocess.run(["flite", "-voice", voice.voice, "-t", text, "-o", raw],
+                               check=True, capture_output=True, timeout=120)
+            elif voice.engine == "festival":
+                if voice.voice not in self._festival:
+                    self._festival[voice.voice] = Festival(voice.voice)
+                self._festival[voice.voice].synth(text, raw)
+            else:
+                raise ValueError(f"Unknown TTS engine {voice.engine!r}")
+            effects: List[str] = []
+            if sox_pitch_cents:
+                effects += ["pitch", str(sox_pitch_cents)]
+            if abs(sox_tempo - 1.0) > 1e-3:
+                effects += ["tempo", "-s", f"{sox_tempo:.3f}"]
+            subprocess.run(["sox", "-q", raw, "-r", "16000", "-c", "1", "-b", "16", out_flac] + effects,
+                           check=True, capture_output=True, timeout=120)
+
+    def close(self) -> None:
+        for f in self._festival.values():
+            f.close()
+        self._festival.clear()
+
+
+def voice_by_name(name: str) -> Optional[Voice]:
+    for v in TRAIN_VOICES + OOD_VOICES:
+        if v.name == name:
+            return v
+    return None
+
+
+def voice_dict(v: Voice) -> Dict[str, object]:
+    return asdict(v)
