@@ -42,7 +42,7 @@ AUSTEN_RDATA = "/usr/lib/R/site-library/janeaustenr/data/Rdata"
 MOBYDICK_RDATA = "/usr/lib/R/site-library/tokenizers/data/Rdata"
 AUSTEN_BOOKS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey", "persuasion")
 
-WORDS_PER_SECOND = 2.6  # measured speaking rate of the voices, pauses included
+WORDS_PER_SECOND = 3.0  # measured speaking rate of the voices, pauses included
 
 # Spelt out before sentence splitting, so that P, N and the audio agree.
 ABBREVIATIONS = {

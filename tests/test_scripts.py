@@ -35,12 +35,16 @@ def test_help_prints_usage():
     assert "--stage N --stop-stage M" in r.stdout
 
 
-def test_main_job_stage0_scores_the_examples(tmp_path):
-    r = run("bash", "egs/synth/run.sh", "--stage", "0", "--stop-stage", "0", "--exp-dir", str(tmp_path))
-    assert r.returncode == 0, r.stderr
-    assert "| system | WER | PuncER | CaseER | PC-WER | PER | WER-C | WER-PC |" in r.stdout
-    assert (tmp_path / "errs-example.txt").read_text().startswith("%WER = ")
-    assert (tmp_path / "wer-summary-example.json").stat().st_size > 0
+def test_main_job_rejects_a_bad_quick_value():
+    r = run("bash", "egs/synth/run.sh", "--quick", "maybe")
+    assert r.returncode == 2
+    assert "--quick must be true or false" in r.stderr
+
+
+def test_prepare_rejects_unknown_size():
+    r = run("bash", "prepare.sh", "--size", "huge")
+    assert r.returncode == 2
+    assert "--size must be default or tiny" in r.stderr
 
 
 def test_normalize_text_cli_keeps_ids():
