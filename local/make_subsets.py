@@ -30,7 +30,11 @@ from zipformer_pc.references import get_n, get_p, has_p, withhold_p
 
 def encoder_frames(num_frames: int) -> int:
     """Encoder output frames (25 Hz) for ``num_frames`` 100 Hz feature frames."""
-    return ((num_frames - 7) // 2 + 1) // 2
+    import torch
+
+    from zipformer_pc.zipformer import ZipformerEncoder
+
+    return int(ZipformerEncoder.output_lengths(torch.tensor([num_frames]))[0])
 
 
 def rank_key(seed: int, cut_id: str) -> bytes:

@@ -1,0 +1,157 @@
+"""Transducer heads, the alpha-weighted loss and checkpoint averaging (fast units)."""
+
+import pytest
+import torch
+
+from zipformer_pc.checkpoint import average_between, average_state_dicts, update_averaged_model
+from zipformer_pc.decoder import MODE_N, MODE_P, Decoder
+from zipformer_pc.loss import LossConfig
+from zipformer_pc.model import HeadConfig, Transducer, build_model, make_model_config
+
+VOCAB = 40
+
+
+def small_model(model_type: str, seed: int = 0) -> Transducer:
+    torch.manual_seed(seed)
+    head = HeadConfig(model_type=model_type, vocab_size=VOCAB, decoder_dim=64, joiner_dim=64, mode_dim=8)
+    cfg = make_model_config(
+        "tiny",
+        {"encoder_dim": "64", "feedforward_dim": "128", "num_heads": "2", "encoder_unmasked_dim": "64",
+         "num_encoder_layers": "1,1,1,1,1,1"},
+        head,
+    )
+    return build_model(cfg)
+
+
+def batch(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    feats = torch.randn(3, 200, 80, generator=g)
+    lens = torch.tensor([200, 170, 120])
+    tokens_n = [[3, 4, 5], [6, 7], [8, 9, 10, 11]]
+    tokens_p = [[3, 4, 5, 12], None, [8, 9, 10, 11, 13]]
+    return feats, lens, tokens_n, tokens_p
+
+
+def test_decoder_shapes_and_padding():
+    d = Decoder(VOCAB, 32, context_size=2)
+    y = torch.tensor([[0, 5, 6, -1], [0, 7, -1, -1]])
+    out = d(y)
+    assert out.shape == (2, 4, 32)
+    # decoding: exactly context_size tokens, no padding
+    assert d(torch.tensor([[5, 6]]), need_pad=False).shape == (1, 1, 32)
+
+
+def test_conditioned_decoder_depends_on_mode_and_requires_it():
+    torch.manual_seed(0)
+    d = Decoder(VOCAB, 32, mode_dim=8)
+    y = torch.tensor([[0, 5, 6]])
+    with pytest.raises(ValueError):
+        d(y)
+    assert not torch.allclose(d(y, MODE_N), d(y, MODE_P))
+    # the mode can be given per utterance
+    both = d(torch.cat([y, y]), torch.tensor([MODE_N, MODE_P]))
+    assert torch.allclose(both[0], d(y, MODE_N)[0]) and torch.allclose(both[1], d(y, MODE_P)[0])
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.5, 1.0])
+def test_loss_is_alpha_weighted_per_utterance_mean(alpha):
+    m = small_model("conditioned")
+    m.eval()
+    feats, lens, tn, tp = batch()
+    out = m(feats, lens, tn, tp, alpha=alpha)
+    assert int(out["num_n"]) == 3 and int(out["num_p"]) == 2
+    expected = (1 - alpha) * out["loss_n"] + alpha * out["loss_p"]
+    assert torch.allclose(out["loss"], expected)
+    # loss_n is the mean over the utterances: summed loss / 3
+    enc, enc_lens = m.encoder(feats, lens)
+    total = m.forward_head(enc, enc_lens, tn, MODE_N, LossConfig())
+    assert torch.allclose(out["loss_n"], total / 3, rtol=1e-5)
+
+
+def test_batch_without_p_is_well_defined():
+    m = small_model("conditioned")
+    feats, lens, tn, _ = batch()
+    out = m(feats, lens, tn, [None, None, None], alpha=0.5)
+    assert int(out["num_p"]) == 0 and float(out["loss_p"]) == 0.0
+    assert torch.isfinite(out["loss"])
+    assert torch.allclose(out["loss"], 0.5 * out["loss_n"])
+    out["loss"].backward()
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
+
+
+def test_both_mode_embeddings_receive_gradient():
+    m = small_model("conditioned")
+    feats, lens, tn, tp = batch()
+    m(feats, lens, tn, tp, alpha=0.5)["loss"].backward()
+    g = m.decoders["main"].mode_embedding.weight.grad
+    assert g is not None
+    assert (g.abs().sum(dim=1) > 0).all(), "each mode vector (N and P) must be trained"
+
+
+def test_single_head_types_use_one_reference():
+    feats, lens, tn, tp = batch()
+    punct = small_model("punct")(feats, lens, tn, tp, alpha=0.5)
+    assert int(punct["num_n"]) == 0 and int(punct["num_p"]) == 2
+    assert torch.allclose(punct["loss"], punct["loss_p"])  # alpha does not apply
+    norm = small_model("norm")(feats, lens, tn, tp, alpha=0.5)
+    assert int(norm["num_p"]) == 0 and int(norm["num_n"]) == 3
+    assert torch.allclose(norm["loss"], norm["loss_n"])
+
+
+def test_two_decoder_heads_are_separate():
+    m = small_model("two-decoder")
+    assert set(m.decoders) == {"N", "P"} and set(m.joiners) == {"N", "P"}
+    feats, lens, tn, tp = batch()
+    # alpha = 1: only the P head (and the shared encoder) learn
+    m(feats, lens, tn, tp, alpha=1.0)["loss"].backward()
+    assert m.decoders["N"].embedding.weight.grad is None or m.decoders["N"].embedding.weight.grad.abs().sum() == 0
+    assert m.decoders["P"].embedding.weight.grad.abs().sum() > 0
+
+
+def test_bad_alpha_and_model_type_are_rejected():
+    m = small_model("conditioned")
+    feats, lens, tn, tp = batch()
+    with pytest.raises(ValueError):
+        m(feats, lens, tn, tp, alpha=1.5)
+    with pytest.raises(ValueError):
+        HeadConfig(model_type="three-decoder")
+
+
+def test_conditioned_has_fewer_parameters_than_two_decoder():
+    n = {t: sum(p.numel() for p in small_model(t).parameters()) for t in ("conditioned", "two-decoder")}
+    assert n["conditioned"] < n["two-decoder"]
+
+
+# ---------------------------------------------------------------- averaging
+
+
+def test_average_between_recovers_the_mean_of_the_interval():
+    # weights w_1..w_6 at batches 1..6; running averages at batches 2 and 6
+    ws = [torch.tensor([float(i), 2.0 * i]) for i in range(1, 7)]
+    avg2 = sum(ws[:2]) / 2
+    avg6 = sum(ws) / 6
+    start = {"batch_idx_train": 2, "model_avg": {"w": avg2}}
+    end = {"batch_idx_train": 6, "model_avg": {"w": avg6}}
+    got = average_between(start, end)["w"]
+    assert torch.allclose(got, sum(ws[2:]) / 4)
+    with pytest.raises(ValueError):
+        average_between(end, start)
+
+
+def test_running_average_update_matches_the_mean():
+    model = torch.nn.Linear(2, 1, bias=False)
+    avg = torch.nn.Linear(2, 1, bias=False).double()
+    seen = []
+    for b in range(1, 9):
+        with torch.no_grad():
+            model.weight.fill_(float(b))
+        if b % 2 == 0:  # average_period = 2
+            seen.append(float(b))
+            update_averaged_model(avg, model, b, 2)
+    # with period 2 the average weights each snapshot by the batches it stands for
+    assert torch.allclose(avg.weight, torch.full_like(avg.weight, sum(seen) / len(seen)))
+
+
+def test_average_state_dicts():
+    s = average_state_dicts([{"a": torch.tensor([1.0]), "n": torch.tensor(3)}, {"a": torch.tensor([3.0]), "n": torch.tensor(5)}])
+    assert float(s["a"]) == 2.0 and int(s["n"]) == 5

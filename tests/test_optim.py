@@ -1,0 +1,239 @@
+"""Tests of zipformer_pc.optim: ScaledAdam and the Eden schedule."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+from zipformer_pc.optim import Eden, ScaledAdam, make_optimizer
+
+torch.set_num_threads(1)
+
+
+def _toy_problem(seed: int = 0):
+    """A small non-linear regression problem and an MLP to fit it."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(512, 8, generator=g)
+    w = torch.randn(8, 1, generator=g)
+    y = torch.sin(x @ w) + 0.5 * (x[:, :1] * x[:, 1:2])
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 1))
+    return x, y, model
+
+
+def _train(model, opt, sched, x, y, steps: int, start: int = 0, batch: int = 64):
+    losses = []
+    for step in range(start, start + steps):
+        idx = torch.arange(step * batch, (step + 1) * batch) % x.size(0)
+        loss = ((model(x[idx]) - y[idx]) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step_batch()
+        if step % 8 == 7:
+            sched.step_epoch()  # 8 batches = one "epoch" of the toy data
+        losses.append(loss.item())
+    return losses
+
+
+def _full_loss(model, x, y) -> float:
+    with torch.no_grad():
+        return ((model(x) - y) ** 2).mean().item()
+
+
+def test_scaled_adam_with_eden_converges_on_toy_regression():
+    x, y, model = _toy_problem()
+    initial = _full_loss(model, x, y)
+    opt = ScaledAdam(model.parameters(), lr=0.1, clipping_scale=2.0)
+    sched = Eden(opt, lr_batches=100, lr_epochs=10, warmup_batches=20)
+    _train(model, opt, sched, x, y, steps=400)
+    final = _full_loss(model, x, y)
+    # (AdamW with lr 1e-2 reaches ~0.12 in the same 400 steps)
+    assert final < 0.1 * initial, (initial, final)
+
+
+def test_scaled_adam_learns_parameter_scale():
+    """The target weight is 30x larger than the initial one: only the scale
+    update (and the relative steps) can grow it quickly, and it does."""
+    torch.manual_seed(0)
+    x = torch.randn(256, 16)
+    w_true = torch.randn(16, 1) * 3.0
+    y = x @ w_true
+    w = nn.Parameter(torch.randn(16, 1) * 0.1)
+    opt = ScaledAdam([w], lr=0.05, clipping_scale=None)
+    for _ in range(300):
+        loss = ((x @ w - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert w.detach().pow(2).mean().sqrt() > 1.5
+    assert ((x @ w - y) ** 2).mean().item() < 1e-2 * (y ** 2).mean().item()
+
+
+def test_first_step_matches_the_update_rule():
+    """For the gradient g = -theta (a pure "grow" direction) the first step is
+    lr * rms * sign(theta) (Adam part) + eta * lr * theta (scale part)."""
+    torch.manual_seed(0)
+    theta = torch.randn(6, 5)
+    p = nn.Parameter(theta.clone())
+    lr, eta = 0.02, 0.1
+    opt = ScaledAdam([p], lr=lr, scalar_lr_scale=eta, clipping_scale=None, eps=0.0)
+    p.grad = -theta.clone()
+    opt.step()
+    rms = theta.pow(2).mean().sqrt()
+    expected = theta + lr * rms * theta.sign() + eta * lr * theta
+    assert torch.allclose(p.detach(), expected, atol=1e-6)
+    # and without the scale part (eta = 0) only the Adam part remains
+    q = nn.Parameter(theta.clone())
+    opt = ScaledAdam([q], lr=lr, scalar_lr_scale=0.0, clipping_scale=None, eps=0.0)
+    q.grad = -theta.clone()
+    opt.step()
+    assert torch.allclose(q.detach(), theta + lr * rms * theta.sign(), atol=1e-6)
+
+
+def test_updates_are_relative_to_parameter_scale():
+    """Same gradient direction, parameters 100x apart in scale: the first
+    step changes both by the same relative amount."""
+    torch.manual_seed(0)
+    base = torch.randn(10, 10)
+    small = nn.Parameter(base * 0.01)
+    large = nn.Parameter(base * 1.0)
+    opt = ScaledAdam([small, large], lr=0.01, clipping_scale=None)
+    grad = torch.randn(10, 10)
+    small.grad = grad.clone()
+    large.grad = grad.clone()
+    before_s, before_l = small.detach().clone(), large.detach().clone()
+    opt.step()
+    rel_s = (small.detach() - before_s).norm() / before_s.norm()
+    rel_l = (large.detach() - before_l).norm() / before_l.norm()
+    assert torch.allclose(rel_s, rel_l, rtol=1e-4)
+    assert 1e-3 < rel_l.item() < 0.05
+
+
+def test_scalar_parameters_and_limits():
+    s = nn.Parameter(torch.tensor(9.99))
+    opt = ScaledAdam([s], lr=1.0, clipping_scale=None, scalar_max=10.0)
+    for _ in range(5):
+        s.grad = torch.tensor(-1.0)  # pushes s up
+        opt.step()
+    assert s.item() == pytest.approx(10.0)
+    # a tensor at the maximum RMS cannot be grown further by the scale update
+    p = nn.Parameter(torch.full((4, 4), 3.0))
+    opt = ScaledAdam([p], lr=0.1, clipping_scale=None, param_max_rms=3.0)
+    for _ in range(5):
+        p.grad = -torch.ones(4, 4)  # every element pushed up, pure scale growth
+        opt.step()
+    # only the Adam direction step (relative, lr * rms) acts, not the scale step
+    assert p.detach().pow(2).mean().sqrt().item() < 3.0 * (1 + 0.1) ** 5 + 1e-4
+
+
+def test_gradient_clipping_by_median_norm():
+    torch.manual_seed(0)
+    p = nn.Parameter(torch.randn(20))
+    opt = ScaledAdam([p], lr=0.01, clipping_scale=2.0)
+    for _ in range(10):
+        p.grad = torch.randn(20)
+        opt.step()
+        assert opt.last_clip_factor == 1.0 or opt.last_clip_factor > 0.5
+    median = float(torch.tensor(opt.norm_history).median())
+    p.grad = torch.randn(20) * 1000.0
+    opt.step()
+    assert opt.num_clipped >= 1
+    assert opt.last_clip_factor < 0.01
+    rms = p.detach().pow(2).mean().sqrt().item()
+    expected = 2.0 * median / (p.grad.norm().item() * rms)
+    assert opt.last_clip_factor == pytest.approx(expected, rel=0.05)
+
+
+def test_eden_formula_and_warmup():
+    p = nn.Parameter(torch.zeros(3))
+    opt = ScaledAdam([p], lr=0.045)
+    sched = Eden(opt, lr_batches=7500, lr_epochs=3.5, warmup_batches=500, warmup_start=0.5)
+    assert sched.get_last_lr()[0] == pytest.approx(0.045 * 0.5)
+    sched.step_batch(250)
+    expect_factor = ((250**2 + 7500**2) / 7500**2) ** -0.25 * 0.75
+    assert sched.get_last_lr()[0] == pytest.approx(0.045 * expect_factor)
+    sched.step_batch(20000)
+    sched.step_epoch(7)
+    expect = 0.045 * ((20000**2 + 7500**2) / 7500**2) ** -0.25 * ((49 + 3.5**2) / 3.5**2) ** -0.25
+    assert sched.get_last_lr()[0] == pytest.approx(expect)
+    assert opt.param_groups[0]["lr"] == pytest.approx(expect)
+    # monotone decay after the warm-up
+    lrs = []
+    for b in range(500, 5000, 500):
+        sched.step_batch(b)
+        lrs.append(sched.get_last_lr()[0])
+    assert all(a > b for a, b in zip(lrs, lrs[1:]))
+
+
+@pytest.mark.parametrize("name", ["scaled_adam", "adamw"])
+def test_state_dict_round_trip_gives_identical_updates(name):
+    x, y, model = _toy_problem(seed=1)
+    opt = make_optimizer(name, model.parameters(), lr=0.02)
+    sched = Eden(opt, lr_batches=50, lr_epochs=4, warmup_batches=10)
+    _train(model, opt, sched, x, y, steps=25)
+
+    checkpoint = {
+        "model": copy.deepcopy(model.state_dict()),
+        "opt": copy.deepcopy(opt.state_dict()),
+        "sched": copy.deepcopy(sched.state_dict()),
+    }
+    # continue the original run
+    _train(model, opt, sched, x, y, steps=15, start=25)
+    reference = [p.detach().clone() for p in model.parameters()]
+    reference_lr = sched.get_last_lr()
+
+    # resume from the checkpoint in fresh objects
+    _, _, model2 = _toy_problem(seed=99)
+    model2.load_state_dict(checkpoint["model"])
+    opt2 = make_optimizer(name, model2.parameters(), lr=0.02)
+    sched2 = Eden(opt2, lr_batches=50, lr_epochs=4, warmup_batches=10)
+    opt2.load_state_dict(checkpoint["opt"])
+    sched2.load_state_dict(checkpoint["sched"])
+    _train(model2, opt2, sched2, x, y, steps=15, start=25)
+
+    assert sched2.get_last_lr() == reference_lr
+    for a, b in zip(reference, model2.parameters()):
+        assert torch.equal(a, b.detach())
+    if name == "scaled_adam":
+        assert opt2.norm_history == opt.norm_history
+
+
+def test_scaled_adam_trains_tiny_zipformer_a_few_steps():
+    """The optimizer runs on the real encoder (all parameter shapes, scalars
+    included) and reduces a simple regression loss."""
+    from zipformer_pc.zipformer import EncoderConfig, ZipformerEncoder
+
+    torch.manual_seed(0)
+    encoder = ZipformerEncoder(EncoderConfig.from_name("tiny", dropout=0.0)).train()
+    opt = ScaledAdam(encoder.parameters(), lr=0.045)
+    sched = Eden(opt, lr_batches=100, lr_epochs=1, warmup_batches=0)
+    x = torch.randn(2, 71, 80)
+    x_lens = torch.tensor([71, 60])
+    target = torch.randn(2, 16, encoder.output_dim).clamp(-1, 1)
+    initial = {name: p.detach().clone() for name, p in encoder.named_parameters()}
+    losses = []
+    for _ in range(8):
+        out, lens = encoder(x, x_lens, chunk_size=16, left_context_frames=32)
+        loss = ((out - target) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step_batch()
+        losses.append(loss.item())
+    assert all(math.isfinite(v) for v in losses)
+    assert losses[-1] < losses[0]
+    # every tensor moves by a visible relative amount (none is stuck at a
+    # zero initialisation, where scale-relative steps would vanish)
+    for name, p in encoder.named_parameters():
+        change = (p.detach() - initial[name]).norm() / initial[name].norm().clamp(min=1e-2)
+        assert change > 1e-3, (name, change)
+
+
+def test_make_optimizer_rejects_unknown_name():
+    with pytest.raises(ValueError):
+        make_optimizer("sgd", [nn.Parameter(torch.zeros(2))])

@@ -1,0 +1,516 @@
+"""Tests of the streaming Zipformer encoder (zipformer_pc.zipformer and its
+building blocks in zipformer_pc.scaling / zipformer_pc.subsampling).
+
+All forward passes use the ``tiny`` configuration and a few seconds of
+features so the file runs in well under a minute on two CPU cores; the
+``paper`` configuration is only constructed (parameter count) and run once
+on a very short input.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List, Tuple
+
+import pytest
+import torch
+
+from zipformer_pc.scaling import (
+    Balancer,
+    BiasNorm,
+    Whiten,
+    convert_num_channels,
+    swoosh_l,
+    swoosh_r,
+    whitening_metric,
+)
+from zipformer_pc.subsampling import Conv2dSubsampling
+from zipformer_pc.zipformer import (
+    ENCODER_CONFIGS,
+    EncoderConfig,
+    ZipformerEncoder,
+    count_parameters,
+    _main,
+    estimate_transducer_parameters,
+    relative_position_index,
+    relative_position_table,
+)
+
+torch.set_num_threads(2)
+
+
+def _tiny(seed: int = 0, **overrides) -> ZipformerEncoder:
+    torch.manual_seed(seed)
+    return ZipformerEncoder(EncoderConfig.from_name("tiny", **overrides))
+
+
+def _make_modules_matter(encoder: ZipformerEncoder, seed: int = 1) -> ZipformerEncoder:
+    """At initialisation the residual modules are scaled down (output
+    projections start small), so attention contributes little and a parity
+    test would be weak.  Scale the output projections up and open the bypasses
+    so that the chunk/left-context settings change the output a lot."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in encoder.named_parameters():
+            if "out_proj" in name:
+                p.mul_(10.0)
+            elif name.endswith(".scale"):
+                p.copy_(0.6 + 0.35 * torch.rand(p.shape, generator=g))
+            elif name.endswith("weights"):  # downsampling weights
+                p.copy_(torch.randn(p.shape, generator=g))
+    return encoder
+
+
+def _stream(
+    encoder: ZipformerEncoder, x: torch.Tensor, x_lens: torch.Tensor, chunk: int, left: int
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Run ``streaming_forward`` chunk by chunk over a padded batch, following
+    the documented contract (windows of 2c+7 frames, shift 2c)."""
+    n, t, _ = x.shape
+    need = encoder.chunk_feature_frames(chunk)
+    shift = encoder.chunk_shift_frames(chunk)
+    num_chunks = math.ceil(Conv2dSubsampling.output_lengths(torch.tensor(t)).item() / chunk)
+    states = encoder.get_init_states(n, chunk, left)
+    shapes = [s.shape for s in states]
+    outs: List[torch.Tensor] = []
+    total = torch.zeros(n, dtype=torch.int64)
+    for k in range(num_chunks):
+        start = k * shift
+        window = x[:, start : start + need]
+        if window.size(1) < need:
+            window = torch.nn.functional.pad(window, (0, 0, 0, need - window.size(1)))
+        window_lens = torch.clamp(x_lens - start, 0, need)
+        out, out_lens, states = encoder.streaming_forward(window, window_lens, states)
+        assert out.shape == (n, chunk // 2, encoder.output_dim)
+        assert [s.shape for s in states] == shapes  # fixed-shape states
+        outs.append(out)
+        total += out_lens
+    return torch.cat(outs, dim=1), total
+
+
+# ---------------------------------------------------------------------------
+# building blocks
+
+
+def test_swoosh_values_and_stability():
+    x = torch.linspace(-20, 20, 401, dtype=torch.float64)
+    ref_r = torch.log1p(torch.exp(x - 1)) - 0.08 * x - 0.313261687
+    ref_l = torch.log1p(torch.exp(x - 4)) - 0.08 * x - 0.035
+    assert torch.allclose(swoosh_r(x), ref_r, atol=1e-10)
+    assert torch.allclose(swoosh_l(x), ref_l, atol=1e-10)
+    assert abs(swoosh_r(torch.tensor(0.0)).item()) < 1e-6
+    big = torch.tensor([-1e4, -100.0, 100.0, 1e4, 3e38])
+    for y in (swoosh_r(big), swoosh_l(big)):
+        assert torch.isfinite(y).all()
+    # gradients are finite too, and the slope tends to -0.08 / 0.92
+    xg = torch.tensor([-1e4, 1e4], requires_grad=True)
+    swoosh_r(xg).sum().backward()
+    assert torch.allclose(xg.grad, torch.tensor([-0.08, 0.92]))
+
+
+def test_bias_norm():
+    norm = BiasNorm(8)
+    with torch.no_grad():
+        norm.bias.copy_(torch.arange(8.0) / 8)
+        norm.log_scale.fill_(math.log(2.0))
+    x = torch.randn(3, 5, 8)
+    y = norm(x)
+    rms = ((x - norm.bias) ** 2).mean(-1, keepdim=True).sqrt()
+    assert torch.allclose(y, 2.0 * x / rms, atol=1e-5)
+    # zero input with zero bias does not produce NaN
+    assert torch.isfinite(BiasNorm(4)(torch.zeros(2, 4))).all()
+
+
+def test_convert_num_channels():
+    x = torch.randn(2, 3, 5)
+    assert torch.equal(convert_num_channels(x, 3), x[..., :3])
+    y = convert_num_channels(x, 7)
+    assert y.shape == (2, 3, 7) and torch.equal(y[..., :5], x) and (y[..., 5:] == 0).all()
+
+
+def test_balancer_changes_only_the_gradient_of_bad_channels():
+    torch.manual_seed(0)
+    x = torch.randn(200, 3)
+    x[:, 0] = -x[:, 0].abs()  # never positive: should be pushed up
+    x[:, 2] *= 50.0  # far too large: magnitudes pushed down
+    balancer = Balancer(3, min_positive=0.05, max_positive=0.95, min_abs=0.2, max_abs=10.0,
+                        grad_scale=0.1).train()
+    upstream = torch.randn(200, 3)
+    xr = x.clone().requires_grad_(True)
+    y = balancer(xr)
+    assert torch.equal(y, x)
+    y.backward(upstream)
+    delta = xr.grad - upstream
+    assert (delta[:, 0] < 0).all()  # descent increases channel 0
+    assert torch.equal(delta[:, 1], torch.zeros(200))  # balanced channel untouched
+    assert torch.allclose(delta[:, 2].sign(), x[:, 2].sign())  # shrinks |x|
+    # eval mode: plain identity, gradient untouched
+    xr2 = x.clone().requires_grad_(True)
+    balancer.eval()(xr2).backward(upstream)
+    assert torch.equal(xr2.grad, upstream)
+
+
+def test_whiten_penalty_reduces_anisotropy():
+    torch.manual_seed(0)
+    white = torch.randn(4000, 16)
+    assert whitening_metric(white) < 1.1
+    rank_one = torch.randn(500, 1) * torch.randn(1, 16)
+    assert whitening_metric(rank_one) > 15.0
+    whiten = Whiten(whitening_limit=2.0, grad_scale=0.5).train()
+    x = (torch.randn(500, 16) + 3.0 * torch.randn(500, 1)).requires_grad_(True)
+    start = whitening_metric(x.detach()).item()
+    assert start > 2.0
+    upstream = torch.randn(500, 16)
+    y = whiten(x)
+    assert torch.equal(y, x)
+    y.backward(upstream)
+    extra = x.grad - upstream
+    # the added term has the requested relative size ...
+    assert extra.norm().item() == pytest.approx(0.5 * upstream.norm().item(), rel=1e-4)
+    # ... and a descent step along it makes the features whiter
+    with torch.no_grad():
+        stepped = x - 0.2 * extra
+    assert whitening_metric(stepped).item() < start - 0.1
+    # below the limit nothing changes
+    w = Whiten(whitening_limit=100.0).train()
+    xr = white.clone().requires_grad_(True)
+    g = torch.randn(4000, 16)
+    w(xr).backward(g)
+    assert torch.equal(xr.grad, g)
+
+
+def test_regularizers_do_not_change_the_forward_pass():
+    x = torch.randn(2, 101, 80)
+    outs = []
+    for use in (True, False):
+        encoder = _tiny(seed=3, use_regularizers=use).train()
+        torch.manual_seed(4)
+        out, _ = encoder(x, torch.tensor([101, 77]))
+        outs.append(out.detach())
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_relative_positions_depend_only_on_offset():
+    table = relative_position_table(-10, 10, 48)
+    assert table.shape == (21, 48)
+    small = relative_position_table(-3, 5, 48)
+    assert torch.allclose(table[7:16], small, atol=1e-6)
+    lo, hi, index = relative_position_index(4, 8, 12, 0)  # queries at 8..11, keys 0..11
+    assert (lo, hi) == (8 - 11, 11)
+    assert index[0, 0].item() == 8 - lo and index[3, 11].item() == 0 - lo
+
+
+def test_subsampling_lengths():
+    sub = Conv2dSubsampling(80, 32, dropout=0.0).eval()
+    for t in (9, 10, 50, 101):
+        out, lens = sub(torch.randn(1, t, 80), torch.tensor([t]))
+        assert out.shape == (1, (t - 7) // 2, 32)
+        assert lens.item() == (t - 7) // 2
+
+
+# ---------------------------------------------------------------------------
+# configuration and parameter counts
+
+
+def test_configs_and_overrides():
+    assert set(ENCODER_CONFIGS) >= {"paper", "tiny"}
+    cfg = EncoderConfig.from_name("tiny", causal=False, dropout=0.0)
+    assert cfg.causal is False and cfg.dropout == 0.0
+    assert ENCODER_CONFIGS["tiny"].causal is True  # registry untouched
+    assert cfg.stack_values("query_head_dim") == (32,) * 6
+    assert EncoderConfig.from_name("paper").stack_values("downsampling_factor") == (1, 2, 4, 8, 4, 2)
+    with pytest.raises(KeyError):
+        EncoderConfig.from_name("huge")
+    with pytest.raises(ValueError):
+        EncoderConfig(num_encoder_layers="2,2", encoder_dim="1,2,3").stack_values("encoder_dim")
+
+
+def test_paper_config_parameter_count_and_short_forward():
+    torch.manual_seed(0)
+    encoder = ZipformerEncoder(EncoderConfig.from_name("paper")).eval()
+    n_enc = count_parameters(encoder)
+    head = estimate_transducer_parameters(encoder.output_dim)
+    total = n_enc + head["decoder"] + head["joiner"]
+    assert encoder.output_dim == 512
+    assert 60e6 < n_enc < 70e6
+    assert 65e6 <= total <= 72e6, total
+    x = torch.randn(1, 7 + 2 * 32, 80)
+    with torch.no_grad():
+        out, lens = encoder(x, torch.tensor([x.size(1)]), chunk_size=16, left_context_frames=32)
+    assert out.shape == (1, 16, 512) and lens.tolist() == [16]
+    assert torch.isfinite(out).all()
+
+
+def test_cli_prints_parameter_counts(capsys):
+    _main(["--config", "tiny", "--set", "num_encoder_layers=1,1,1,1,1,2", "--set", "causal=false"])
+    text = capsys.readouterr().out
+    assert "encoder parameters:" in text and "estimated transducer total:" in text
+    assert "stack 5 (x2 downsampling, 2 layers, dim 128)" in text
+
+
+def test_tiny_config_size():
+    n = count_parameters(_tiny())
+    assert 2e6 < n < 8e6, n
+
+
+# ---------------------------------------------------------------------------
+# full forward
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_output_shapes_and_lengths(causal):
+    encoder = _tiny(causal=causal).eval()
+    x = torch.randn(3, 157, 80)
+    x_lens = torch.tensor([157, 120, 60])
+    with torch.no_grad():
+        out, out_lens = encoder(x, x_lens)
+    t_out = ((157 - 7) // 2 + 1) // 2
+    assert out.shape == (3, t_out, encoder.output_dim)
+    assert out_lens.tolist() == [((n - 7) // 2 + 1) // 2 for n in x_lens.tolist()]
+    assert torch.equal(out_lens, ZipformerEncoder.output_lengths(x_lens))
+    for i, n in enumerate(out_lens.tolist()):
+        assert (out[i, n:] == 0).all()  # padding frames are zeroed
+        assert (out[i, :n].abs().sum(-1) > 0).all()
+    if not causal:
+        with pytest.raises(ValueError):
+            encoder.get_init_states(1, 16, 32)
+
+
+def test_padding_does_not_change_valid_outputs():
+    """An utterance gives the same output alone and inside a padded batch."""
+    encoder = _make_modules_matter(_tiny()).eval()
+    x = torch.randn(2, 151, 80)
+    with torch.no_grad():
+        for chunk, left in ((16, 32), (-1, -1)):
+            batch, lens = encoder(x, torch.tensor([151, 97]), chunk, left)
+            alone, lens1 = encoder(x[1:, :97], torch.tensor([97]), chunk, left)
+            n = lens1.item()
+            assert lens[1].item() == n
+            assert torch.allclose(batch[1, :n], alone[0, :n], atol=1e-4)
+
+
+@pytest.mark.parametrize("chunk,left", [(16, 32), (8, 8), (32, -1)])
+def test_chunked_masks_never_look_ahead(chunk, left):
+    """Changing features after a chunk's window leaves all earlier outputs
+    unchanged (the front end needs 2c+7 frames for the first c frames)."""
+    encoder = _make_modules_matter(_tiny()).eval()
+    torch.manual_seed(3)
+    x = torch.randn(2, 2 * 4 * chunk + 7, 80)
+    x_lens = torch.tensor([x.size(1), x.size(1)])
+    with torch.no_grad():
+        ref, _ = encoder(x, x_lens, chunk, left)
+        for k in (1, 2, 3):
+            first_future = 2 * chunk * k + 7  # first feature frame of chunk k's look-ahead
+            y = x.clone()
+            y[:, first_future:] += 5.0 * torch.randn_like(y[:, first_future:])
+            out, _ = encoder(y, x_lens, chunk, left)
+            done = chunk * k // 2  # output frames (25 Hz) of chunks < k
+            assert torch.equal(out[:, :done], ref[:, :done])
+            assert not torch.allclose(out[:, done:], ref[:, done:], atol=1e-3)
+
+
+def test_full_context_looks_ahead_but_chunked_does_not():
+    encoder = _make_modules_matter(_tiny()).eval()
+    x = torch.randn(1, 2 * 64 + 7, 80)
+    lens = torch.tensor([x.size(1)])
+    y = x.clone()
+    y[:, 2 * 32 + 7 :] += 3.0
+    with torch.no_grad():
+        full_x, _ = encoder(x, lens, -1, -1)
+        full_y, _ = encoder(y, lens, -1, -1)
+        ch_x, _ = encoder(x, lens, 32, 32)
+        ch_y, _ = encoder(y, lens, 32, 32)
+    assert not torch.allclose(full_x[:, :16], full_y[:, :16], atol=1e-4)
+    assert torch.equal(ch_x[:, :16], ch_y[:, :16])
+
+
+# ---------------------------------------------------------------------------
+# streaming
+
+
+@pytest.mark.parametrize("chunk,left", [(16, 32), (8, 16), (32, 64), (16, 0)])
+def test_streaming_matches_masked_full_forward(chunk, left):
+    encoder = _make_modules_matter(_tiny()).eval()
+    torch.manual_seed(4)
+    x = torch.randn(2, 213, 80)
+    x_lens = torch.tensor([213, 139])  # different lengths, not chunk-aligned
+    with torch.no_grad():
+        full, full_lens = encoder(x, x_lens, chunk, left)
+        stream, stream_lens = _stream(encoder, x, x_lens, chunk, left)
+        other, _ = encoder(x, x_lens, -1, -1)
+    assert torch.equal(stream_lens, full_lens)
+    t = full.size(1)
+    assert stream.size(1) >= t and (stream[:, t:] == 0).all()
+    err = (stream[:, :t] - full).abs().max().item()
+    assert err < 1e-4, err
+    # the test is sensitive: another context setting differs far more
+    assert (other - full).abs().max().item() > 1e-2
+
+
+def test_streaming_without_lengths_and_batch_one():
+    encoder = _make_modules_matter(_tiny()).eval()
+    x = torch.randn(1, 2 * 16 * 3 + 7, 80)
+    with torch.no_grad():
+        full, _ = encoder(x, torch.tensor([x.size(1)]), 16, 32)
+        states = encoder.get_init_states(1, 16, 32)
+        outs = []
+        for k in range(3):
+            window = x[:, 32 * k : 32 * k + 39]
+            out, out_lens, states = encoder.streaming_forward(window, None, states)
+            assert out_lens.tolist() == [8]
+            outs.append(out)
+    assert torch.allclose(torch.cat(outs, 1), full, atol=1e-4)
+    assert states[-2].tolist() == [48] and states[-1].tolist() == [48]
+
+
+def test_init_state_shapes():
+    encoder = _tiny()
+    states = encoder.get_init_states(3, 16, 64)
+    n_layers = sum(len(s.layers) for s in encoder.stacks)
+    assert len(states) == 6 * n_layers + 3
+    # first layer of stack 0 (rate 1): 64 cached frames; stack 3 (rate 8): 8
+    assert states[0].shape == (3, 64, 4 * 32)
+    assert states[3 * 6].shape == (3, 8, 4 * 32)
+    assert states[4].shape == (3, 128, 15)  # (31 - 1) // 2 causal history
+    assert states[-3].shape == (3, 128, 6, 19)
+    assert states[-1].dtype == torch.int64
+    with pytest.raises(ValueError):
+        encoder.get_init_states(1, 12, 24)  # not a multiple of 8
+    with pytest.raises(ValueError):
+        encoder.get_init_states(1, 16, 24)  # left context not a multiple of chunk
+
+
+def test_streaming_forward_exports_to_onnx(tmp_path):
+    """streaming_forward traces without value-dependent control flow: the
+    exported graph, run by onnxruntime chunk after chunk with its own
+    states, reproduces the masked full forward."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import warnings
+
+    encoder = _make_modules_matter(_tiny()).eval()
+    chunk, left = 16, 32
+    names = encoder.get_state_names()
+    states = encoder.get_init_states(2, chunk, left)
+    assert len(names) == len(states)
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, enc: ZipformerEncoder) -> None:
+            super().__init__()
+            self.enc = enc
+
+        def forward(self, x, x_lens, *states):
+            out, out_lens, new_states = self.enc.streaming_forward(x, x_lens, list(states))
+            return (out, out_lens, *new_states)
+
+    wrapper = Wrapper(encoder).eval()
+    need = encoder.chunk_feature_frames(chunk)
+    path = str(tmp_path / "encoder_chunk.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            wrapper,
+            (torch.zeros(2, need, 80), torch.tensor([need, need]), *states),
+            path,
+            input_names=["x", "x_lens", *names],
+            output_names=["out", "out_lens", *[n + "_out" for n in names]],
+            opset_version=17,
+            dynamo=False,
+        )
+    onnx.checker.check_model(onnx.load(path))
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+
+    torch.manual_seed(11)
+    x = torch.randn(2, 2 * chunk * 4 + 7, 80)
+    x_lens = torch.tensor([x.size(1), 90])
+    with torch.no_grad():
+        full, full_lens = encoder(x, x_lens, chunk, left)
+    feeds_states = [s.numpy() for s in states]
+    outs, total = [], torch.zeros(2, dtype=torch.int64)
+    for k in range(4):
+        start = k * encoder.chunk_shift_frames(chunk)
+        window = x[:, start : start + need]
+        window_lens = torch.clamp(x_lens - start, 0, need)
+        result = session.run(
+            None,
+            {"x": window.numpy(), "x_lens": window_lens.numpy(),
+             **dict(zip(names, feeds_states))},
+        )
+        outs.append(torch.from_numpy(result[0]))
+        total += torch.from_numpy(result[1])
+        feeds_states = result[2:]
+    stream = torch.cat(outs, dim=1)
+    assert torch.equal(total, full_lens)
+    assert (stream - full).abs().max().item() < 1e-4
+
+
+# ---------------------------------------------------------------------------
+# training behaviour
+
+
+def test_gradient_reaches_every_parameter():
+    encoder = _tiny(seed=5).train()
+    x = torch.randn(2, 135, 80)
+    x_lens = torch.tensor([135, 101])
+    torch.manual_seed(6)
+    out, out_lens = encoder(x, x_lens)
+    loss = (out * torch.randn_like(out)).sum()
+    loss.backward()
+    missing = [
+        name
+        for name, p in encoder.named_parameters()
+        if p.grad is None or not torch.isfinite(p.grad).all() or p.grad.abs().sum() == 0
+    ]
+    assert not missing, missing
+
+
+def test_determinism_with_seed():
+    def run(seed: int):
+        encoder = _tiny(seed=seed).train()
+        torch.manual_seed(seed + 100)
+        x = torch.randn(2, 101, 80)
+        outs, configs = [], []
+        for _ in range(3):
+            out, _ = encoder(x, torch.tensor([101, 80]))
+            outs.append(out.detach())
+            configs.append(encoder.last_chunk_config)
+        return outs, configs
+
+    a_out, a_cfg = run(7)
+    b_out, b_cfg = run(7)
+    assert a_cfg == b_cfg
+    for a, b in zip(a_out, b_out):
+        assert torch.equal(a, b)
+    c_out, _ = run(8)
+    assert not torch.equal(a_out[0], c_out[0])
+
+
+def test_random_chunk_draws_cover_the_lists():
+    encoder = _tiny()
+    torch.manual_seed(0)
+    draws = {encoder.draw_chunk_config() for _ in range(400)}
+    chunks = {c for c, _ in draws}
+    lefts = {left for _, left in draws}
+    assert chunks == {16, 32, 64, -1}
+    assert lefts == {64, 128, 256, -1}
+    # in training mode forward draws (and records) a configuration
+    encoder.train()
+    seen = set()
+    x = torch.randn(1, 39, 80)
+    for _ in range(12):
+        encoder(x, torch.tensor([39]))
+        seen.add(encoder.last_chunk_config[0])
+    assert len(seen) >= 2
+    encoder.eval()
+    encoder(x, torch.tensor([39]))
+    assert encoder.last_chunk_config == (-1, -1)  # eval default: full context
+
+
+def test_bad_chunk_arguments():
+    encoder = _tiny().eval()
+    x = torch.randn(1, 39, 80)
+    with pytest.raises(ValueError):
+        encoder(x, torch.tensor([39]), chunk_size=12, left_context_frames=24)
+    non_causal = _tiny(causal=False).eval()
+    with pytest.raises(ValueError):
+        non_causal(x, torch.tensor([39]), chunk_size=16, left_context_frames=32)

@@ -1,0 +1,111 @@
+"""Batches for training and decoding: features plus both token sequences.
+
+A lhotse sampler yields a CutSet per batch; :class:`PCAsrDataset` turns it
+into padded features and, per utterance, the N token ids and the P token ids
+(None when the cut has no P reference, or when the paper's random per-batch
+split withholds it).
+"""
+
+import hashlib
+import random
+from typing import Dict, List, Optional
+
+import torch
+
+from zipformer_pc.references import get_n, get_p
+
+
+class Tokenizer:
+    """The recipe's sentencepiece model (``<blk>`` = 0)."""
+
+    def __init__(self, bpe_model: str) -> None:
+        import sentencepiece as spm
+
+        self.sp = spm.SentencePieceProcessor(model_file=str(bpe_model))
+        self.blank_id = self.sp.piece_to_id("<blk>")
+        if self.blank_id != 0:
+            raise ValueError(f"{bpe_model}: <blk> must have id 0 (got {self.blank_id})")
+        self.unk_id = self.sp.unk_id()
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> List[int]:
+        return self.sp.encode(text)
+
+    def decode(self, ids: List[int]) -> str:
+        return self.sp.decode([i for i in ids if i != self.blank_id])
+
+
+def _stable_rng(seed: int, key: str) -> random.Random:
+    return random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "little"))
+
+
+class PCAsrDataset(torch.utils.data.Dataset):
+    """Maps a CutSet (one batch) to a dict of tensors and token lists.
+
+    Args:
+      tokenizer: the recipe's sentencepiece model.
+      spec_augment: a callable ``(features (N,T,F), supervision_segments) -> features``
+        (e.g. lhotse's SpecAugment) applied in training, or None.
+      punct_proportion: the paper's random per-batch split: in every batch
+        only this fraction of the utterances that have P keep it (None: use
+        the manifests as they are, i.e. the fixed subsets).
+      use_auto_punct: read the automatically punctuated P' reference
+        (``custom["text_p_auto"]``) instead of P.
+      seed: makes the random per-batch split reproducible.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        spec_augment=None,
+        punct_proportion: Optional[float] = None,
+        use_auto_punct: bool = False,
+        seed: int = 42,
+    ) -> None:
+        super().__init__()
+        if punct_proportion is not None and not 0.0 <= punct_proportion <= 1.0:
+            raise ValueError(f"punct_proportion must be in [0, 1], got {punct_proportion}")
+        self.tokenizer = tokenizer
+        self.spec_augment = spec_augment
+        self.punct_proportion = punct_proportion
+        self.use_auto_punct = use_auto_punct
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __getitem__(self, cuts) -> Dict[str, object]:
+        from lhotse.dataset.collation import collate_features
+
+        cuts = cuts.sort_by_duration(ascending=False)
+        features, feature_lens = collate_features(cuts)
+        if self.spec_augment is not None:
+            segments = torch.stack(
+                [torch.arange(len(cuts)), torch.zeros(len(cuts), dtype=torch.long), feature_lens], dim=1
+            ).to(torch.int32)
+            features = self.spec_augment(features, segments)
+        texts_n, texts_p = [], []
+        for cut in cuts:
+            sups = cut.supervisions
+            texts_n.append(" ".join(get_n(s) for s in sups))
+            ps = [get_p(s, self.use_auto_punct) for s in sups]
+            texts_p.append(" ".join(ps) if sups and all(p is not None for p in ps) else None)
+        if self.punct_proportion is not None:
+            have = [i for i, t in enumerate(texts_p) if t is not None]
+            rng = _stable_rng(self.seed, f"{self.epoch}:" + ",".join(c.id for c in cuts))
+            keep = set(rng.sample(have, round(self.punct_proportion * len(have))))
+            texts_p = [t if i in keep else None for i, t in enumerate(texts_p)]
+        return {
+            "features": features,
+            "feature_lens": feature_lens,
+            "tokens_n": [self.tokenizer.encode(t) for t in texts_n],
+            "tokens_p": [self.tokenizer.encode(t) if t is not None else None for t in texts_p],
+            "texts_n": texts_n,
+            "texts_p": texts_p,
+            "cut_ids": [c.id for c in cuts],
+            "durations": [c.duration for c in cuts],
+        }

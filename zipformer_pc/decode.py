@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Decode test sets in both output modes and write icefall-style results.
+
+Usage:
+  python -m zipformer_pc.decode --exp-dir egs/synth/exp/conditioned --epoch 10 --avg 3 \
+      --bpe-model data/synth/lang_bpe_256/bpe.model \
+      --test-sets test=data/synth/fbank/synth_cuts_test.jsonl.gz,test_ood=data/synth/fbank/synth_cuts_test_ood.jsonl.gz \
+      --decoding-method modified_beam_search --beam-size 4
+
+  # simulated streaming (masked full-utterance forward) with a causal model
+  python -m zipformer_pc.decode ... --chunk-size 32 --left-context-frames 128
+  # true chunk-by-chunk decoding with the encoder's streaming_forward
+  python -m zipformer_pc.decode ... --chunk-size 32 --left-context-frames 128 --streaming true
+
+Output modes: N and P from ``two-decoder`` (each head) and ``conditioned``
+(each mode); P from ``punct`` with N derived by the shared normalization;
+N from ``norm``.  For each test set and mode it writes, under
+``EXP_DIR/DECODING_METHOD/``:
+
+* ``recogs-{test}-{mode}-{suffix}.txt``: icefall ``id:\\tref=[...]`` /
+  ``id:\\thyp=[...]`` pairs;
+* ``errs-{test}-{mode}-{suffix}.txt``: every metric and per-utterance errors;
+* ``wer-summary-{test}-{mode}-{suffix}.json``: all metrics (zipformer_pc.metrics);
+
+and ``results-{suffix}.md``: one row per test set with the columns of the
+paper's Table I (WER from the N output; PuncER, CaseER, PC-WER from the P
+output) plus PER, WER-C and WER-PC.  The decoding RTF (PyTorch, this
+machine) is logged and stored in the JSON.
+"""
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from zipformer_pc.beam_search import search
+from zipformer_pc.checkpoint import load_model_for_inference
+from zipformer_pc.dataset import PCAsrDataset, Tokenizer
+from zipformer_pc.decoder import MODE_N, MODE_P
+from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
+from zipformer_pc.text import normalized
+
+MIN_FRAMES = 64  # pad very short batches so the front end always has input
+
+
+def str2bool(v: str) -> bool:
+    if v.lower() in ("true", "1", "yes"):
+        return True
+    if v.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--exp-dir", required=True)
+    p.add_argument("--epoch", type=int, default=0)
+    p.add_argument("--avg", type=int, default=1)
+    p.add_argument("--iter", type=int, default=0, help="Use checkpoint-*.pt files up to this batch instead of epochs")
+    p.add_argument("--use-averaged-model", type=str2bool, default=True)
+    p.add_argument("--bpe-model", required=True)
+    p.add_argument("--test-sets", required=True, help="name=cuts.jsonl.gz[,name=cuts.jsonl.gz...]")
+    p.add_argument("--decoding-method", choices=["greedy_search", "modified_beam_search"], default="greedy_search")
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--modes", default="N,P", help="Output modes to decode (those the model has)")
+    p.add_argument("--chunk-size", type=int, default=-1, help="Encoder chunk (50 Hz frames); -1 = full context")
+    p.add_argument("--left-context-frames", type=int, default=-1)
+    p.add_argument("--streaming", type=str2bool, default=False,
+                   help="Chunk-by-chunk streaming_forward instead of the masked full forward")
+    p.add_argument("--max-duration", type=float, default=300.0)
+    p.add_argument("--num-threads", type=int, default=2)
+    return p
+
+
+def parse_test_sets(spec: str) -> List[Tuple[str, str]]:
+    out = []
+    for item in spec.split(","):
+        if "=" not in item:
+            raise SystemExit(f"--test-sets expects name=path items, got {item!r}")
+        name, path = item.split("=", 1)
+        if not Path(path).is_file():
+            raise SystemExit(f"Test set {name}: {path} not found")
+        out.append((name, path))
+    return out
+
+
+def streaming_encode(encoder, feats: torch.Tensor, lens: torch.Tensor, chunk: int, left: int):
+    """Run ``encoder.streaming_forward`` chunk by chunk over whole utterances."""
+    n = feats.size(0)
+    shift = encoder.chunk_shift_frames(chunk)
+    need = encoder.chunk_feature_frames(chunk)
+    t = feats.size(1)
+    num_chunks = max(1, -(-max(t - (need - shift), 1) // shift))
+    total = (num_chunks - 1) * shift + need
+    feats = torch.nn.functional.pad(feats, (0, 0, 0, total - t), value=-23.0259)  # log(1e-10): silence
+    states = encoder.get_init_states(n, chunk, left)
+    outs = []
+    for c in range(num_chunks):
+        piece = feats[:, c * shift : c * shift + need]
+        piece_lens = (lens - c * shift).clamp(min=0, max=need)
+        out, _, states = encoder.streaming_forward(piece, piece_lens, states)
+        outs.append(out)
+    out = torch.cat(outs, dim=1)
+    out_lens = encoder.output_lengths(lens)
+    return out[:, : int(out_lens.max())] if out_lens.max() > 0 else out[:, :1], out_lens
+
+
+def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int]) -> Dict[str, object]:
+    from lhotse import load_manifest_lazy
+    from lhotse.dataset import DynamicBucketingSampler
+
+    sampler = DynamicBucketingSampler(load_manifest_lazy(cuts_path), max_duration=args.max_duration,
+                                      shuffle=False, num_buckets=2)
+    dl = torch.utils.data.DataLoader(PCAsrDataset(tokenizer), sampler=sampler, batch_size=None, num_workers=0)
+    hyps: Dict[int, Dict[str, str]] = {m: {} for m in modes}
+    refs_n: Dict[str, str] = {}
+    refs_p: Dict[str, Optional[str]] = {}
+    audio = 0.0
+    elapsed = 0.0
+    for batch in dl:
+        feats, lens = batch["features"], batch["feature_lens"]
+        if feats.size(1) < MIN_FRAMES:
+            feats = torch.nn.functional.pad(feats, (0, 0, 0, MIN_FRAMES - feats.size(1)), value=-23.0259)
+        t0 = time.perf_counter()
+        if args.streaming:
+            enc, enc_lens = streaming_encode(model.encoder, feats, lens, args.chunk_size, args.left_context_frames)
+        else:
+            enc, enc_lens = model.encoder(feats, lens, chunk_size=args.chunk_size,
+                                          left_context_frames=args.left_context_frames)
+        for m in modes:
+            search_mode = MODE_P if model.model_type == "punct" else m
+            ids = search(model, enc, enc_lens, search_mode, args.decoding_method, args.beam_size)
+            for cid, h in zip(batch["cut_ids"], ids):
+                text = tokenizer.decode(h)
+                hyps[m][cid] = normalized(text) if (model.model_type == "punct" and m == MODE_N) else text
+        elapsed += time.perf_counter() - t0
+        audio += sum(batch["durations"])
+        for cid, n, p in zip(batch["cut_ids"], batch["texts_n"], batch["texts_p"]):
+            refs_n[cid] = n
+            refs_p[cid] = p
+    return {"hyps": hyps, "refs_n": refs_n, "refs_p": refs_p, "audio_sec": audio, "decode_sec": elapsed}
+
+
+def write_recogs(path: Path, pairs: List[Tuple[str, str, str]]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for cid, ref, hyp in sorted(pairs):
+            f.write(f"{cid}:\tref={ref.split()!r}\n{cid}:\thyp={hyp.split()!r}\n")
+
+
+def main() -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s [decode.py] %(message)s", level=logging.INFO)
+    args = get_parser().parse_args()
+    torch.set_num_threads(args.num_threads)
+    tests = parse_test_sets(args.test_sets)
+    model = load_model_for_inference(Path(args.exp_dir), args.epoch, args.avg, args.iter, args.use_averaged_model)
+    tokenizer = Tokenizer(args.bpe_model)
+    if args.streaming and args.chunk_size <= 0:
+        raise SystemExit("--streaming true needs --chunk-size > 0")
+    available = {"punct": [MODE_N, MODE_P], "norm": [MODE_N]}.get(model.model_type, [MODE_N, MODE_P])
+    wanted = [{"N": MODE_N, "P": MODE_P}[m] for m in args.modes.split(",")]
+    modes = [m for m in wanted if m in available]
+    if not modes:
+        raise SystemExit(f"A {model.model_type} model has none of the modes {args.modes}")
+    suffix = f"{args.decoding_method}-{model.desc}"
+    if args.decoding_method == "modified_beam_search":
+        suffix += f"-beam-{args.beam_size}"
+    if args.chunk_size > 0:
+        suffix += f"-chunk-{args.chunk_size}-left-{args.left_context_frames}"
+    if args.streaming:
+        suffix += "-streaming"
+    out_dir = Path(args.exp_dir) / args.decoding_method
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    rows = []
+    for name, path in tests:
+        res = decode_set(model, tokenizer, path, args, modes)
+        rtf = res["decode_sec"] / max(res["audio_sec"], 1e-9)
+        logging.info(f"{name}: {len(res['refs_n'])} utterances, {res['audio_sec']:.1f} s audio, RTF {rtf:.3f}")
+        summaries: Dict[int, Dict[str, object]] = {}
+        for m in modes:
+            tag = "N" if m == MODE_N else "P"
+            if m == MODE_N:
+                pairs = [(c, res["refs_n"][c], h) for c, h in res["hyps"][m].items()]
+            else:
+                pairs = [(c, res["refs_p"][c], h) for c, h in res["hyps"][m].items() if res["refs_p"][c] is not None]
+                missing = len(res["hyps"][m]) - len(pairs)
+                if missing:
+                    logging.info(f"{name}: {missing} utterances have no P reference and are not scored in mode P")
+                if not pairs:
+                    logging.warning(f"{name}: no P reference: mode P not scored")
+                    continue
+            score = score_corpus(pairs)
+            summ = score.summary()
+            summ.update({"rtf": rtf, "test_set": name, "mode": tag, "model_type": model.model_type, "checkpoint": model.desc})
+            summaries[m] = summ
+            stem = f"{name}-{tag}-{suffix}"
+            write_recogs(out_dir / f"recogs-{stem}.txt", pairs)
+            write_error_file(str(out_dir / f"errs-{stem}.txt"), pairs, score)
+            (out_dir / f"wer-summary-{stem}.json").write_text(json.dumps(summ, indent=1) + "\n")
+            logging.info(f"{name} mode {tag}: WER {summ['wer']:.2f}" + (
+                f", PC-WER {summ['pc_wer']:.2f}, PuncER {summ['punc_er']}" if m == MODE_P else ""))
+        if summaries:
+            row: Dict[str, object] = dict(summaries.get(MODE_P) or summaries[MODE_N])
+            if MODE_N in summaries:
+                row["wer"] = summaries[MODE_N]["wer"]  # the paper's WER column: the N output
+            if MODE_P not in summaries:
+                for k in ("punc_er", "case_er", "pc_wer", "per", "wer_c", "wer_pc"):
+                    row[k] = None
+            rows.append((name, row))
+    table = [f"Model: {model.model_type} ({args.exp_dir}, {model.desc}), {suffix}", "", markdown_header("test set")]
+    table += [markdown_row(n, r) for n, r in rows]
+    text = "\n".join(table) + "\n"
+    (out_dir / f"results-{suffix}.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

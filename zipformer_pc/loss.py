@@ -1,0 +1,141 @@
+"""Transducer losses: k2's pruned RNN-T when k2 imports, torchaudio's full RNN-T otherwise.
+
+* ``pruned`` (k2, what GPU users run): a "simple" loss from linear
+  encoder/predictor projections to the vocabulary (``am_scale``/``lm_scale``
+  smoothing) gives pruning bounds; the full joiner is then evaluated only on
+  ``prune_range`` symbols per frame.  During warm-up the simple loss weight
+  falls from 1 to ``simple_loss_scale`` and the pruned loss weight rises from
+  0.1 to 1, as in icefall.
+* ``full`` (torchaudio.functional.rnnt_loss): the exact loss over the whole
+  (T, U+1) lattice.  Fine for small vocabularies and the tiny model on CPU.
+
+Both return the loss summed over the utterances of the batch.
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+
+_K2 = None
+
+
+def k2_available() -> bool:
+    global _K2
+    if _K2 is None:
+        try:
+            import k2  # noqa: F401
+
+            _K2 = True
+        except Exception:
+            _K2 = False
+    return bool(_K2)
+
+
+def resolve_backend(requested: str = "auto") -> str:
+    """``auto`` -> ``pruned`` when k2 imports, else ``full``; logs the choice."""
+    if requested not in ("auto", "pruned", "full"):
+        raise ValueError(f"Unknown loss backend {requested!r}: use auto, pruned or full")
+    if requested == "auto":
+        backend = "pruned" if k2_available() else "full"
+    else:
+        backend = requested
+    if backend == "pruned" and not k2_available():
+        raise RuntimeError("--loss pruned needs k2 (pip install k2 matching your torch/CUDA); use --loss full")
+    logging.info(
+        f"Transducer loss: {backend} "
+        + ("(k2 pruned RNN-T)" if backend == "pruned" else "(torchaudio.functional.rnnt_loss, full lattice)")
+    )
+    return backend
+
+
+@dataclass
+class LossConfig:
+    backend: str = "full"  # pruned | full (resolved)
+    prune_range: int = 5
+    am_scale: float = 0.0
+    lm_scale: float = 0.25
+    simple_loss_scale: float = 0.5
+    warm_step: int = 2000
+
+
+def pad_targets(targets, blank_id: int, device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """List of token lists -> ((N, U_max) int64 padded with blank, (N,) lengths)."""
+    lens = torch.tensor([len(t) for t in targets], dtype=torch.int64)
+    u = max(1, int(lens.max())) if len(targets) else 1
+    y = torch.full((len(targets), u), blank_id, dtype=torch.int64)
+    for i, t in enumerate(targets):
+        if len(t):
+            y[i, : len(t)] = torch.as_tensor(t, dtype=torch.int64)
+    return y.to(device), lens.to(device)
+
+
+def transducer_loss(
+    encoder_out: torch.Tensor,
+    encoder_lens: torch.Tensor,
+    decoder_out: torch.Tensor,
+    joiner,
+    y: torch.Tensor,
+    y_lens: torch.Tensor,
+    cfg: LossConfig,
+    blank_id: int = 0,
+    simple_am_proj: Optional[torch.nn.Module] = None,
+    simple_lm_proj: Optional[torch.nn.Module] = None,
+    batch_idx: Optional[int] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Summed loss of a batch and the part to log as "simple" (0 for ``full``).
+
+    Args:
+      encoder_out: (N, T, C_enc); encoder_lens: (N,).
+      decoder_out: (N, U+1, C_dec), predictor output for ``[blank] + y``.
+      y: (N, U) padded targets; y_lens: (N,).
+      batch_idx: training batch index for the warm-up ramp (None: no ramp).
+    """
+    if cfg.backend == "full":
+        import torchaudio
+
+        # torchaudio wants the padded sizes to equal the longest lengths
+        t_max, u_max = int(encoder_lens.max()), int(y_lens.max())
+        encoder_out, decoder_out, y = encoder_out[:, :t_max], decoder_out[:, : u_max + 1], y[:, :u_max]
+        logits = joiner(encoder_out.unsqueeze(2), decoder_out.unsqueeze(1))  # (N, T, U+1, V)
+        loss = torchaudio.functional.rnnt_loss(
+            logits.float(),
+            y.int(),
+            encoder_lens.int(),
+            y_lens.int(),
+            blank=blank_id,
+            reduction="sum",
+        )
+        return loss, torch.zeros_like(loss)
+
+    import k2
+
+    assert simple_am_proj is not None and simple_lm_proj is not None
+    boundary = torch.zeros((y.size(0), 4), dtype=torch.int64, device=y.device)
+    boundary[:, 2] = y_lens
+    boundary[:, 3] = encoder_lens
+    lm = simple_lm_proj(decoder_out)
+    am = simple_am_proj(encoder_out)
+    with torch.autocast(device_type=lm.device.type, enabled=False):
+        simple, (px_grad, py_grad) = k2.rnnt_loss_smoothed(
+            lm=lm.float(), am=am.float(), symbols=y, termination_symbol=blank_id,
+            lm_only_scale=cfg.lm_scale, am_only_scale=cfg.am_scale, boundary=boundary,
+            reduction="sum", return_grad=True,
+        )
+    ranges = k2.get_rnnt_prune_ranges(px_grad=px_grad, py_grad=py_grad, boundary=boundary, s_range=cfg.prune_range)
+    am_pruned, lm_pruned = k2.do_rnnt_pruning(
+        am=joiner.encoder_proj(encoder_out), lm=joiner.decoder_proj(decoder_out), ranges=ranges
+    )
+    logits = joiner(am_pruned, lm_pruned, project_input=False)
+    with torch.autocast(device_type=lm.device.type, enabled=False):
+        pruned = k2.rnnt_loss_pruned(
+            logits=logits.float(), symbols=y, ranges=ranges, termination_symbol=blank_id,
+            boundary=boundary, reduction="sum",
+        )
+    s, p = cfg.simple_loss_scale, 1.0
+    if batch_idx is not None and batch_idx < cfg.warm_step:
+        frac = batch_idx / cfg.warm_step
+        s = 1.0 - frac * (1.0 - cfg.simple_loss_scale)
+        p = 0.1 + 0.9 * frac
+    return s * simple + p * pruned, simple.detach()

@@ -1,0 +1,200 @@
+"""The joint punctuated / normalized transducer and its four model types.
+
+``--model-type``:
+
+* ``punct``: one predictor+joiner trained on P; its N output is P passed
+  through the shared normalization (zipformer_pc.text.normalized).
+* ``norm``: one predictor+joiner trained on N (the cascade's ASR).
+* ``two-decoder``: two predictor+joiner pairs on one encoder, one per mode
+  (Cui et al. Fig. 1 b).
+* ``conditioned``: one predictor whose token embedding is concatenated with
+  a learned mode embedding, and one joiner (Fig. 1 c/d).
+
+Loss (eq. 5 of the paper): ``L = (1 - alpha) * L_N + alpha * L_P`` where each
+term is the summed transducer loss of the utterances that have that
+reference divided by their number, so each term is a per-utterance mean and
+stays defined when a batch has no P utterance (the term is then absent, not
+NaN).  ``punct`` and ``norm`` use their single term.
+"""
+
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional, Sequence
+
+import torch
+import torch.nn as nn
+
+from zipformer_pc.decoder import MODE_N, MODE_P, Decoder
+from zipformer_pc.joiner import Joiner
+from zipformer_pc.loss import LossConfig, pad_targets, transducer_loss
+
+MODEL_TYPES = ("punct", "norm", "two-decoder", "conditioned")
+
+
+@dataclass
+class HeadConfig:
+    model_type: str = "conditioned"
+    vocab_size: int = 500
+    blank_id: int = 0
+    decoder_dim: int = 512
+    joiner_dim: int = 512
+    context_size: int = 2
+    mode_dim: int = 12  # conditioned only
+    with_simple_proj: bool = False  # k2 pruned loss needs the "simple" projections
+
+    def __post_init__(self) -> None:
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"--model-type must be one of {', '.join(MODEL_TYPES)}, not {self.model_type!r}")
+
+
+def modes_of(model_type: str) -> List[int]:
+    """Output modes a model type is trained on."""
+    return {"punct": [MODE_P], "norm": [MODE_N]}.get(model_type, [MODE_N, MODE_P])
+
+
+class Transducer(nn.Module):
+    """Encoder + one or two prediction heads.
+
+    ``heads`` maps a head name to its (decoder, joiner); ``head_for(mode)``
+    says which head and which mode id produce a given output.
+    """
+
+    def __init__(self, encoder: nn.Module, cfg: HeadConfig) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.cfg = cfg
+        enc_dim = encoder.output_dim
+        names = {"two-decoder": ["N", "P"]}.get(cfg.model_type, ["main"])
+        mode_dim = cfg.mode_dim if cfg.model_type == "conditioned" else 0
+        self.decoders = nn.ModuleDict(
+            {n: Decoder(cfg.vocab_size, cfg.decoder_dim, cfg.blank_id, cfg.context_size, mode_dim) for n in names}
+        )
+        self.joiners = nn.ModuleDict(
+            {n: Joiner(enc_dim, cfg.decoder_dim, cfg.joiner_dim, cfg.vocab_size) for n in names}
+        )
+        if cfg.with_simple_proj:
+            self.simple_am_proj = nn.ModuleDict({n: nn.Linear(enc_dim, cfg.vocab_size) for n in names})
+            self.simple_lm_proj = nn.ModuleDict({n: nn.Linear(cfg.decoder_dim, cfg.vocab_size) for n in names})
+        else:
+            self.simple_am_proj = None
+            self.simple_lm_proj = None
+
+    @property
+    def model_type(self) -> str:
+        return self.cfg.model_type
+
+    def head_for(self, mode: int) -> str:
+        """Head name producing ``mode`` (for ``punct`` the P head also serves N via normalization)."""
+        if self.model_type == "two-decoder":
+            return "N" if mode == MODE_N else "P"
+        return "main"
+
+    def trained_modes(self) -> List[int]:
+        return modes_of(self.model_type)
+
+    def forward_head(
+        self,
+        encoder_out: torch.Tensor,
+        encoder_lens: torch.Tensor,
+        targets: Sequence[Sequence[int]],
+        mode: int,
+        loss_cfg: LossConfig,
+        batch_idx: Optional[int] = None,
+    ) -> torch.Tensor:
+        """Summed transducer loss of ``targets`` (one per row of encoder_out) in ``mode``."""
+        name = self.head_for(mode)
+        decoder, joiner = self.decoders[name], self.joiners[name]
+        y, y_lens = pad_targets(targets, self.cfg.blank_id, encoder_out.device)
+        sos = torch.full((y.size(0), 1), self.cfg.blank_id, dtype=y.dtype, device=y.device)
+        decoder_in = torch.cat([sos, y], dim=1)
+        # Positions past each target's end are padding: embed them as zeros.
+        pad_mask = torch.arange(decoder_in.size(1), device=y.device)[None, :] > y_lens[:, None]
+        decoder_in = decoder_in.masked_fill(pad_mask, -1)
+        decoder_out = decoder(decoder_in, mode=mode if decoder.conditioned else None)
+        loss, _ = transducer_loss(
+            encoder_out, encoder_lens, decoder_out, joiner, y, y_lens, loss_cfg, self.cfg.blank_id,
+            simple_am_proj=self.simple_am_proj[name] if self.simple_am_proj is not None else None,
+            simple_lm_proj=self.simple_lm_proj[name] if self.simple_lm_proj is not None else None,
+            batch_idx=batch_idx,
+        )
+        return loss
+
+    def forward(
+        self,
+        features: torch.Tensor,
+        feature_lens: torch.Tensor,
+        tokens_n: Sequence[Sequence[int]],
+        tokens_p: Sequence[Optional[Sequence[int]]],
+        alpha: float = 0.5,
+        loss_cfg: LossConfig = LossConfig(),
+        batch_idx: Optional[int] = None,
+    ) -> Dict[str, torch.Tensor]:
+        """
+        Args:
+          features: (N, T, 80); feature_lens: (N,).
+          tokens_n: N token ids per utterance.
+          tokens_p: P token ids per utterance, None where the utterance has no P.
+          alpha: weight of the P term.
+        Returns:
+          dict with ``loss`` (to backpropagate), ``loss_n`` / ``loss_p``
+          (per-utterance means, 0 when absent), ``num_n`` / ``num_p``
+          (utterances behind each term) and ``frames`` (encoder frames).
+        """
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+        encoder_out, encoder_lens = self.encoder(features, feature_lens)
+        dev = encoder_out.device
+        zero = encoder_out.new_zeros(())
+        out: Dict[str, torch.Tensor] = {
+            "loss_n": zero, "loss_p": zero,
+            "num_n": torch.tensor(0, device=dev), "num_p": torch.tensor(0, device=dev),
+            "frames": encoder_lens.sum(),
+        }
+        terms = []
+        for mode in self.trained_modes():
+            if mode == MODE_N:
+                idx = list(range(len(tokens_n)))
+                targets = list(tokens_n)
+            else:
+                idx = [i for i, t in enumerate(tokens_p) if t is not None]
+                targets = [tokens_p[i] for i in idx]
+            if not idx:
+                continue
+            sel = torch.as_tensor(idx, device=dev)
+            total = self.forward_head(encoder_out[sel], encoder_lens[sel], targets, mode, loss_cfg, batch_idx)
+            mean = total / len(idx)
+            key = "n" if mode == MODE_N else "p"
+            out[f"loss_{key}"] = mean
+            out[f"num_{key}"] = torch.tensor(len(idx), device=dev)
+            if self.model_type in ("punct", "norm"):
+                weight = 1.0
+            else:
+                weight = alpha if mode == MODE_P else 1.0 - alpha
+            terms.append(weight * mean)
+        out["loss"] = sum(terms) if terms else zero
+        return out
+
+    def head_config(self) -> Dict[str, object]:
+        return asdict(self.cfg)
+
+
+# ---------------------------------------------------------------- construction
+
+
+def build_model(model_config: Dict[str, Dict[str, object]]) -> Transducer:
+    """The one place a model is built: ``{"encoder": EncoderConfig fields, "head": HeadConfig fields}``.
+
+    Checkpoints store this dict, so decoding and export rebuild exactly the
+    trained model.
+    """
+    from zipformer_pc.zipformer import EncoderConfig, ZipformerEncoder
+
+    enc_cfg = EncoderConfig(**model_config["encoder"])  # type: ignore[arg-type]
+    head_cfg = HeadConfig(**model_config["head"])  # type: ignore[arg-type]
+    return Transducer(ZipformerEncoder(enc_cfg), head_cfg)
+
+
+def make_model_config(encoder_name: str, encoder_overrides: Dict[str, object], head: HeadConfig) -> Dict[str, Dict[str, object]]:
+    from zipformer_pc.zipformer import EncoderConfig
+
+    enc = EncoderConfig.from_name(encoder_name, **encoder_overrides)
+    return {"encoder": asdict(enc), "head": asdict(head)}

@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""Train a joint punctuated / normalized streaming Zipformer transducer.
+
+Usage:
+  # tiny conditioned model on the embedded corpus, CPU
+  python -m zipformer_pc.train --exp-dir egs/synth/exp/conditioned \
+      --train-cuts data/synth/fbank/synth_cuts_train_p1.jsonl.gz \
+      --valid-cuts data/synth/fbank/synth_cuts_dev.jsonl.gz \
+      --bpe-model data/synth/lang_bpe_256/bpe.model \
+      --model-type conditioned --encoder tiny --num-epochs 10 --max-duration 200
+
+  # paper-size model on LibriSpeech with 4 GPUs (DDP, fp16)
+  python -m zipformer_pc.train --world-size 4 --use-fp16 true --encoder paper \
+      --model-type two-decoder --exp-dir exp/two_decoder --num-epochs 40 \
+      --train-cuts data/librispeech/fbank/librispeech_cuts_train_p1.jsonl.gz ...
+
+  # resume: after epoch 3, or from checkpoint-6000.pt mid-epoch
+  python -m zipformer_pc.train ... --start-epoch 4
+  python -m zipformer_pc.train ... --start-batch 6000
+
+Model types (``--model-type``): punct, norm, two-decoder, conditioned
+(zipformer_pc.model).  Loss ``(1-alpha) L_N + alpha L_P`` (``--alpha``).
+Which utterances have a P reference comes from the training manifest (the
+fixed ``_pF`` subsets of prepare.sh), or, with ``--punct-proportion F``, from
+the paper's random per-batch split.  ``--use-auto-punct true`` trains on the
+auto-punctuated P' references.
+
+The experiment directory holds ``epoch-E.pt``, ``checkpoint-B.pt`` (every
+``--save-every-n`` batches, last ``--keep-last-k`` kept), ``log/`` (the top of
+each log lists every parameter), ``tensorboard/`` and ``model_config.json``.
+"""
+
+import argparse
+import copy
+import json
+import logging
+import math
+import os
+import random
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from zipformer_pc.checkpoint import (
+    load_checkpoint,
+    remove_old_checkpoints,
+    save_checkpoint,
+    update_averaged_model,
+)
+from zipformer_pc.dataset import PCAsrDataset, Tokenizer
+from zipformer_pc.loss import LossConfig, resolve_backend
+from zipformer_pc.model import MODEL_TYPES, HeadConfig, Transducer, build_model, make_model_config
+from zipformer_pc.optim import Eden, make_optimizer
+from zipformer_pc.zipformer import count_parameters
+
+ENCODER_FLAGS = (
+    "num_encoder_layers", "downsampling_factor", "encoder_dim", "feedforward_dim", "num_heads",
+    "encoder_unmasked_dim", "cnn_module_kernel", "chunk_size", "left_context_frames",
+)
+
+
+def str2bool(v: str) -> bool:
+    if isinstance(v, bool):
+        return v
+    if v.lower() in ("true", "1", "yes", "y"):
+        return True
+    if v.lower() in ("false", "0", "no", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("data")
+    g.add_argument("--train-cuts", required=True, help="Training cut manifest")
+    g.add_argument("--valid-cuts", required=True, help="Validation cut manifest")
+    g.add_argument("--bpe-model", required=True)
+    g.add_argument("--max-duration", type=float, default=200.0, help="Seconds of audio per batch")
+    g.add_argument("--num-buckets", type=int, default=10)
+    g.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (0: exact mid-epoch resume)")
+    g.add_argument("--spec-augment", type=str2bool, default=True)
+    g.add_argument("--punct-proportion", type=float, default=None,
+                   help="Paper's random per-batch split: fraction of utterances keeping P in each batch")
+    g.add_argument("--use-auto-punct", type=str2bool, default=False, help="Train P on the P' references")
+
+    g = p.add_argument_group("model")
+    g.add_argument("--model-type", choices=MODEL_TYPES, default="conditioned")
+    g.add_argument("--encoder", default="tiny", help="Encoder configuration name: tiny or paper")
+    for f in ENCODER_FLAGS:
+        g.add_argument("--" + f.replace("_", "-"), default=None, help="Override of the encoder config (comma list)")
+    g.add_argument("--causal", type=str2bool, default=True)
+    g.add_argument("--decoder-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
+    g.add_argument("--joiner-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
+    g.add_argument("--context-size", type=int, default=2)
+    g.add_argument("--mode-dim", type=int, default=12, help="Mode embedding size (conditioned)")
+
+    g = p.add_argument_group("loss")
+    g.add_argument("--alpha", type=float, default=0.5, help="Weight of the punctuated loss L_P")
+    g.add_argument("--loss", choices=["auto", "pruned", "full"], default="auto",
+                   help="auto: k2 pruned RNN-T when k2 imports, else torchaudio's full RNN-T")
+    g.add_argument("--prune-range", type=int, default=5)
+    g.add_argument("--lm-scale", type=float, default=0.25)
+    g.add_argument("--am-scale", type=float, default=0.0)
+    g.add_argument("--simple-loss-scale", type=float, default=0.5)
+    g.add_argument("--warm-step", type=int, default=2000)
+
+    g = p.add_argument_group("optimization")
+    g.add_argument("--optimizer", choices=["scaled_adam", "adamw"], default="scaled_adam")
+    g.add_argument("--base-lr", type=float, default=0.045)
+    g.add_argument("--lr-batches", type=float, default=7500)
+    g.add_argument("--lr-epochs", type=float, default=3.5)
+    g.add_argument("--warmup-batches", type=float, default=500)
+    g.add_argument("--use-fp16", type=str2bool, default=False, help="Mixed precision (CUDA only)")
+
+    g = p.add_argument_group("run")
+    g.add_argument("--exp-dir", required=True)
+    g.add_argument("--num-epochs", type=int, default=30)
+    g.add_argument("--start-epoch", type=int, default=1, help="Resume from epoch-(N-1).pt")
+    g.add_argument("--start-batch", type=int, default=0, help="Resume from checkpoint-N.pt (mid-epoch)")
+    g.add_argument("--save-every-n", type=int, default=2000)
+    g.add_argument("--keep-last-k", type=int, default=30)
+    g.add_argument("--average-period", type=int, default=200)
+    g.add_argument("--valid-interval", type=int, default=3000, help="Validate every N batches (and each epoch end)")
+    g.add_argument("--log-interval", type=int, default=50)
+    g.add_argument("--max-batches", type=int, default=0, help="Stop after N training batches in total (0: no limit)")
+    g.add_argument("--world-size", type=int, default=1)
+    g.add_argument("--master-port", type=int, default=12354)
+    g.add_argument("--num-threads", type=int, default=2, help="torch CPU threads per process")
+    g.add_argument("--seed", type=int, default=42)
+    g.add_argument("--tensorboard", type=str2bool, default=True)
+    return p
+
+
+def fix_random_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dict[str, Dict[str, object]]:
+    overrides: Dict[str, Any] = {f: getattr(args, f) for f in ENCODER_FLAGS if getattr(args, f) is not None}
+    overrides["causal"] = args.causal
+    small = args.encoder == "tiny"
+    head = HeadConfig(
+        model_type=args.model_type,
+        vocab_size=vocab_size,
+        decoder_dim=args.decoder_dim or (256 if small else 512),
+        joiner_dim=args.joiner_dim or (256 if small else 512),
+        context_size=args.context_size,
+        mode_dim=args.mode_dim,
+        with_simple_proj=with_simple_proj,
+    )
+    return make_model_config(args.encoder, overrides, head)
+
+
+def setup_logging(exp_dir: Path, rank: int) -> None:
+    log_dir = exp_dir / "log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().strftime("%Y-%m-%d-%H-%M-%S")
+    handlers = [logging.FileHandler(log_dir / f"log-train-{stamp}-{rank}")]
+    if rank == 0:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    logging.basicConfig(
+        format=f"%(asctime)s %(levelname)s [train.py rank {rank}] %(message)s",
+        level=logging.INFO, handlers=handlers, force=True,
+    )
+
+
+def compute_loss(model, batch, args, loss_cfg: LossConfig, device, batch_idx: Optional[int]):
+    feats = batch["features"].to(device)
+    lens = batch["feature_lens"].to(device)
+    with torch.autocast(device_type=device.type, enabled=args.use_fp16 and device.type == "cuda"):
+        return model(feats, lens, batch["tokens_n"], batch["tokens_p"], alpha=args.alpha,
+                     loss_cfg=loss_cfg, batch_idx=batch_idx)
+
+
+def validate(model, valid_dl, args, loss_cfg, device) -> Dict[str, float]:
+    """Per-mode validation loss (per utterance) over the whole validation set."""
+    was_training = model.training
+    model.eval()
+    tot = {"loss_n": 0.0, "loss_p": 0.0, "num_n": 0.0, "num_p": 0.0}
+    with torch.no_grad():
+        for batch in valid_dl:
+            out = compute_loss(model, batch, args, loss_cfg, device, None)
+            for k in ("n", "p"):
+                n = float(out[f"num_{k}"])
+                tot[f"loss_{k}"] += float(out[f"loss_{k}"]) * n
+                tot[f"num_{k}"] += n
+    if dist.is_available() and dist.is_initialized():
+        t = torch.tensor([tot["loss_n"], tot["loss_p"], tot["num_n"], tot["num_p"]], dtype=torch.float64)
+        dist.all_reduce(t)
+        tot = dict(zip(("loss_n", "loss_p", "num_n", "num_p"), t.tolist()))
+    model.train(was_training)
+    res = {f"valid_loss_{k}": (tot[f"loss_{k}"] / tot[f"num_{k}"] if tot[f"num_{k}"] else float("nan")) for k in ("n", "p")}
+    res["valid_num_n"], res["valid_num_p"] = tot["num_n"], tot["num_p"]
+    return res
+
+
+def run(rank: int, world_size: int, args) -> None:
+    exp_dir = Path(args.exp_dir)
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    setup_logging(exp_dir, rank)
+    if world_size > 1:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(args.master_port))
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, rank=rank, world_size=world_size)
+    torch.set_num_threads(args.num_threads)
+    fix_random_seed(args.seed + rank)
+    device = torch.device("cuda", rank) if torch.cuda.is_available() else torch.device("cpu")
+    if args.use_fp16 and device.type != "cuda":
+        logging.warning("--use-fp16 needs CUDA; training in float32")
+    logging.info("Training started with parameters:\n" + json.dumps(vars(args), indent=1))
+
+    tokenizer = Tokenizer(args.bpe_model)
+    backend = resolve_backend(args.loss)
+    loss_cfg = LossConfig(backend=backend, prune_range=args.prune_range, am_scale=args.am_scale,
+                          lm_scale=args.lm_scale, simple_loss_scale=args.simple_loss_scale,
+                          warm_step=args.warm_step)
+
+    ckpt: Optional[Dict[str, Any]] = None
+    if args.start_batch > 0:
+        ckpt = load_checkpoint(exp_dir / f"checkpoint-{args.start_batch}.pt")
+    elif args.start_epoch > 1:
+        ckpt = load_checkpoint(exp_dir / f"epoch-{args.start_epoch - 1}.pt")
+    if ckpt is not None:
+        model_config = ckpt["model_config"]
+        logging.info(f"Resuming from batch {ckpt['batch_idx_train']} (epoch {ckpt['cur_epoch']})")
+    else:
+        model_config = model_config_from_args(args, tokenizer.vocab_size, backend == "pruned")
+    if model_config["head"]["vocab_size"] != tokenizer.vocab_size:
+        raise SystemExit(f"The model has {model_config['head']['vocab_size']} tokens, {args.bpe_model} has {tokenizer.vocab_size}")
+    model = build_model(model_config)
+    if rank == 0:
+        (exp_dir / "model_config.json").write_text(json.dumps(model_config, indent=1) + "\n")
+        n_enc = count_parameters(model.encoder)
+        logging.info(f"Parameters: {count_parameters(model):,} in total, {n_enc:,} in the encoder "
+                     f"({args.model_type}, encoder {args.encoder})")
+    model_avg = copy.deepcopy(model).to(torch.float64) if rank == 0 else None
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        if model_avg is not None:
+            model_avg.load_state_dict(ckpt["model_avg"])
+    model.to(device)
+    ddp_model = model
+    if world_size > 1:
+        # a head may get no gradient in a batch (no P utterance on this rank)
+        ddp_model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[rank] if device.type == "cuda" else None, find_unused_parameters=True
+        )
+
+    optimizer = make_optimizer(args.optimizer, model.parameters(), lr=args.base_lr)
+    scheduler = Eden(optimizer, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches)
+    scaler = torch.amp.GradScaler("cuda", enabled=args.use_fp16 and device.type == "cuda")
+    if ckpt is not None:
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        if ckpt.get("grad_scaler"):
+            scaler.load_state_dict(ckpt["grad_scaler"])
+
+    from lhotse import load_manifest_lazy
+    from lhotse.dataset import DynamicBucketingSampler, SpecAugment
+
+    spec = SpecAugment(time_warp_factor=80, num_frame_masks=10, features_mask_size=27,
+                       num_feature_masks=2, frames_mask_size=100) if args.spec_augment else None
+    train_ds = PCAsrDataset(tokenizer, spec_augment=spec, punct_proportion=args.punct_proportion,
+                            use_auto_punct=args.use_auto_punct, seed=args.seed)
+    train_sampler = DynamicBucketingSampler(
+        load_manifest_lazy(args.train_cuts), max_duration=args.max_duration, shuffle=True,
+        num_buckets=args.num_buckets, drop_last=False, seed=args.seed, world_size=world_size, rank=rank,
+    )
+    valid_ds = PCAsrDataset(tokenizer, use_auto_punct=args.use_auto_punct, seed=args.seed)
+    valid_sampler = DynamicBucketingSampler(
+        load_manifest_lazy(args.valid_cuts), max_duration=args.max_duration, shuffle=False,
+        num_buckets=2, world_size=world_size, rank=rank,
+    )
+    train_dl = torch.utils.data.DataLoader(train_ds, sampler=train_sampler, batch_size=None, num_workers=args.num_workers)
+    valid_dl = torch.utils.data.DataLoader(valid_ds, sampler=valid_sampler, batch_size=None, num_workers=0)
+
+    tb = None
+    if rank == 0 and args.tensorboard:
+        from torch.utils.tensorboard import SummaryWriter
+
+        tb = SummaryWriter(log_dir=str(exp_dir / "tensorboard"))
+
+    counters = {"batch_idx_train": 0, "skipped_nonfinite": 0, "skipped_no_reference": 0,
+                "best_valid_loss": float("inf")}
+    start_epoch = args.start_epoch
+    if ckpt is not None:
+        for k in counters:
+            counters[k] = ckpt.get(k, counters[k])
+        start_epoch = ckpt["cur_epoch"] + (0 if args.start_batch > 0 else 1)
+    # Restored right before the first batch (after the DataLoader iterator is
+    # created, which draws from the torch RNG), so a resumed run draws the same
+    # random numbers as an uninterrupted one.
+    pending_rng = ckpt.get("rng_state") if (ckpt is not None and args.start_batch > 0) else None
+    resume_sampler_state = ckpt.get("sampler") if (ckpt is not None and args.start_batch > 0) else None
+
+    def state(cur_epoch: int, with_sampler: bool) -> Dict[str, Any]:
+        return {
+            "model": model.state_dict(),
+            "model_avg": model_avg.state_dict() if model_avg is not None else None,
+            "model_config": model_config,
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "grad_scaler": scaler.state_dict(),
+            "sampler": train_sampler.state_dict() if with_sampler else None,
+            "cur_epoch": cur_epoch,
+            "args": vars(args),
+            "rng_state": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
+            **counters,
+        }
+
+    done = False
+    for epoch in range(start_epoch, args.num_epochs + 1):
+        scheduler.step_epoch(epoch - 1)
+        train_sampler.set_epoch(epoch - 1)
+        train_ds.set_epoch(epoch)
+        if resume_sampler_state is not None:
+            train_sampler.load_state_dict(resume_sampler_state)
+            resume_sampler_state = None
+        ddp_model.train()
+        t_epoch = time.time()
+        audio_sec = 0.0
+        batches = iter(train_dl)
+        if pending_rng is not None:
+            for k, v in pending_rng.items():
+                {"torch": torch.set_rng_state, "python": random.setstate, "numpy": np.random.set_state}[k](v)
+            pending_rng = None
+        for batch in batches:
+            counters["batch_idx_train"] += 1
+            b = counters["batch_idx_train"]
+            out = compute_loss(ddp_model, batch, args, loss_cfg, device, b)
+            loss = out["loss"]
+            # [finite, has a reference for a trained mode]; agreed by all ranks
+            flags = torch.tensor([float(torch.isfinite(loss).all()),
+                                  float(int(out["num_n"]) + int(out["num_p"]) > 0)], device=device)
+            if world_size > 1:
+                dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+            stepped = False
+            if flags[1].item() < 1:
+                # e.g. a punct model on a batch whose cuts all lack P: nothing to learn
+                counters["skipped_no_reference"] += 1
+            elif flags[0].item() < 1:
+                counters["skipped_nonfinite"] += 1
+                logging.warning(f"Batch {b}: non-finite loss, skipped ({counters['skipped_nonfinite']} so far); "
+                                f"cuts {batch['cut_ids'][:3]}...")
+            else:
+                scaler.scale(loss).backward()
+                scheduler.step_batch(b)
+                scaler.step(optimizer)
+                scaler.update()
+                stepped = True
+                audio_sec += sum(batch["durations"])
+            optimizer.zero_grad(set_to_none=True)
+
+            if model_avg is not None and b % args.average_period == 0:
+                update_averaged_model(model_avg, model, b, args.average_period)
+            if rank == 0 and stepped and b % args.log_interval == 0:
+                lr = scheduler.get_last_lr()[0]
+                logging.info(
+                    f"Epoch {epoch}, batch {b}: loss {loss.item():.4f} (L_N {out['loss_n'].item():.3f} over "
+                    f"{int(out['num_n'])} utts, L_P {out['loss_p'].item():.3f} over {int(out['num_p'])} utts), "
+                    f"lr {lr:.2e}, {audio_sec / (time.time() - t_epoch):.1f} s audio/s"
+                )
+                if tb is not None:
+                    tb.add_scalar("train/loss", loss.item(), b)
+                    tb.add_scalar("train/loss_n", out["loss_n"].item(), b)
+                    tb.add_scalar("train/loss_p", out["loss_p"].item(), b)
+                    tb.add_scalar("train/num_p", float(out["num_p"]), b)
+                    tb.add_scalar("train/lr", lr, b)
+            if b % args.valid_interval == 0:
+                v = validate(ddp_model, valid_dl, args, loss_cfg, device)
+                if rank == 0:
+                    logging.info(f"Validation at batch {b}: {v}")
+                    if tb is not None:
+                        for k in ("valid_loss_n", "valid_loss_p"):
+                            tb.add_scalar(f"valid/{k[6:]}", v[k], b)
+            if b % args.save_every_n == 0:
+                if rank == 0:
+                    save_checkpoint(exp_dir / f"checkpoint-{b}.pt", state(epoch, with_sampler=True))
+                    remove_old_checkpoints(exp_dir, args.keep_last_k)
+                    logging.info(f"Saved {exp_dir / f'checkpoint-{b}.pt'}")
+            if args.max_batches and b >= args.max_batches:
+                logging.info(f"Reached --max-batches {args.max_batches}: stopping")
+                done = True
+                break
+        if done:
+            break
+        v = validate(ddp_model, valid_dl, args, loss_cfg, device)
+        if rank == 0:
+            dur = time.time() - t_epoch
+            logging.info(f"Epoch {epoch} done in {dur:.1f} s ({audio_sec / max(dur, 1e-9):.1f} s audio/s); validation: {v}")
+            if tb is not None:
+                for k in ("valid_loss_n", "valid_loss_p"):
+                    tb.add_scalar(f"valid_epoch/{k[6:]}", v[k], epoch)
+            vl = sum(x for x in (v["valid_loss_n"], v["valid_loss_p"]) if not math.isnan(x))
+            counters["best_valid_loss"] = min(counters["best_valid_loss"], vl)
+            save_checkpoint(exp_dir / f"epoch-{epoch}.pt", state(epoch, with_sampler=False))
+            logging.info(f"Saved {exp_dir / f'epoch-{epoch}.pt'}")
+    if rank == 0:
+        logging.info(f"Training done: {counters['batch_idx_train']} batches, "
+                     f"{counters['skipped_nonfinite']} skipped for non-finite loss, "
+                     f"{counters['skipped_no_reference']} without a reference for the trained modes")
+        if tb is not None:
+            tb.close()
+    if world_size > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def main() -> None:
+    args = get_parser().parse_args()
+    if not 0.0 <= args.alpha <= 1.0:
+        raise SystemExit(f"--alpha must be in [0, 1], got {args.alpha}")
+    if args.world_size > 1:
+        mp.spawn(run, args=(args.world_size, args), nprocs=args.world_size, join=True)
+    else:
+        run(0, 1, args)
+
+
+if __name__ == "__main__":
+    main()
