@@ -21,14 +21,7 @@ from pathlib import Path
 import torch
 
 from zipformer_pc.features import lhotse_fbank
-
-
-def str2bool(v: str) -> bool:
-    if v.lower() in ("true", "1", "yes"):
-        return True
-    if v.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
+from zipformer_pc.utils import str2bool
 
 
 def get_parser() -> argparse.ArgumentParser:

@@ -13,14 +13,7 @@ import argparse
 import sys
 
 from zipformer_pc.text import normalized, parse_punct_args, punctuated
-
-
-def str2bool(v: str) -> bool:
-    if v.lower() in ("true", "1", "yes"):
-        return True
-    if v.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
+from zipformer_pc.utils import str2bool
 
 
 def get_parser() -> argparse.ArgumentParser:

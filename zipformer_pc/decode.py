@@ -43,16 +43,9 @@ from zipformer_pc.dataset import PCAsrDataset, Tokenizer
 from zipformer_pc.decoder import MODE_N, MODE_P
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
 from zipformer_pc.text import normalized
+from zipformer_pc.utils import str2bool
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
-
-
-def str2bool(v: str) -> bool:
-    if v.lower() in ("true", "1", "yes"):
-        return True
-    if v.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
 
 
 def get_parser() -> argparse.ArgumentParser:

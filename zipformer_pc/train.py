@@ -59,21 +59,12 @@ from zipformer_pc.loss import LossConfig, resolve_backend
 from zipformer_pc.model import MODEL_TYPES, HeadConfig, Transducer, build_model, make_model_config
 from zipformer_pc.optim import Eden, make_optimizer
 from zipformer_pc.zipformer import count_parameters
+from zipformer_pc.utils import str2bool
 
 ENCODER_FLAGS = (
     "num_encoder_layers", "downsampling_factor", "encoder_dim", "feedforward_dim", "num_heads",
     "encoder_unmasked_dim", "cnn_module_kernel", "chunk_size", "left_context_frames",
 )
-
-
-def str2bool(v: str) -> bool:
-    if isinstance(v, bool):
-        return v
-    if v.lower() in ("true", "1", "yes", "y"):
-        return True
-    if v.lower() in ("false", "0", "no", "n"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
 
 
 def get_parser() -> argparse.ArgumentParser:
