@@ -59,7 +59,7 @@ ABBREVIATIONS = {
     "Esq": "Esquire",
 }
 _ABBR_RE = re.compile(r"\b(" + "|".join(ABBREVIATIONS) + r")\.(?=\s|$)")
-_ETC_RE = re.compile(r"&c\.?")
+_ETC_RE = re.compile(r"&c\b")
 
 # What the voices read: the same words as P and N, with the marks that give
 # prosody (all of them kept; dashes read as a pause, ellipses as a stop).
@@ -239,7 +239,8 @@ def group_utterances(
 def select(
     utts: List[Dict[str, object]], rng: random.Random, budget_words: float, max_q_frac: float
 ) -> Tuple[List[Dict[str, object]], List[Dict[str, object]]]:
-    """Pick utterances up to ``budget_words``: questions first, then the rest."""
+    """Pick utterances until ``budget_words`` is reached (the last one may pass
+    it): questions first, up to ``max_q_frac`` of the budget, then the rest."""
     qs = [u for u in utts if u["has_question"]]
     rest = [u for u in utts if not u["has_question"]]
     rng.shuffle(qs)

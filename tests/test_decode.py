@@ -1,0 +1,81 @@
+"""decode.py on a tiny trained model: methods, modes, streaming, awkward cuts, results files."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from zipformer_pc.beam_search import greedy_search_batch, modified_beam_search
+from zipformer_pc.checkpoint import load_model_for_inference
+from zipformer_pc.decoder import MODE_N, MODE_P
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def decode(trained_tiny_model, corpus, *extra, test_sets=None):
+    exp_dir, epoch = trained_tiny_model
+    test_sets = test_sets or f"test={corpus / 'fbank' / 'synth_cuts_test.jsonl.gz'}"
+    cmd = [sys.executable, "-m", "zipformer_pc.decode", "--exp-dir", str(exp_dir), "--epoch", str(epoch),
+           "--avg", "2", "--bpe-model", str(corpus / "lang_bpe_120" / "bpe.model"), "--test-sets", test_sets, *extra]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return r
+
+
+@pytest.mark.parametrize("method", ["greedy_search", "modified_beam_search"])
+def test_each_method_and_mode_writes_results(trained_tiny_model, tiny_corpus, method):
+    exp_dir, epoch = trained_tiny_model
+    r = decode(trained_tiny_model, tiny_corpus, "--decoding-method", method, "--beam-size", "2")
+    assert "| test set | WER | PuncER | CaseER | PC-WER | PER | WER-C | WER-PC |" in r.stdout
+    out = exp_dir / method
+    for mode in ("N", "P"):
+        summ = list(out.glob(f"wer-summary-test-{mode}-{method}-*.json"))
+        assert summ, f"no summary for mode {mode}"
+        s = json.loads(summ[0].read_text())
+        assert s["mode"] == mode and s["num_utts"] == 12 and s["rtf"] > 0
+        recogs = list(out.glob(f"recogs-test-{mode}-{method}-*.txt"))[0].read_text().splitlines()
+        assert len(recogs) == 2 * 12 and recogs[0].split("\t")[1].startswith("ref=")
+        assert list(out.glob(f"errs-test-{mode}-{method}-*.txt"))[0].read_text().startswith("%WER")
+    assert list(out.glob(f"results-{method}-*.md"))
+
+
+def test_greedy_equals_beam_search_with_beam_one(trained_tiny_model):
+    exp_dir, epoch = trained_tiny_model
+    model = load_model_for_inference(exp_dir, epoch, 2)
+    torch.manual_seed(0)
+    feats, lens = torch.randn(3, 500, 80), torch.tensor([500, 420, 130])
+    enc, enc_lens = model.encoder(feats, lens)
+    for mode in (MODE_N, MODE_P):
+        assert greedy_search_batch(model, enc, enc_lens, mode) == modified_beam_search(model, enc, enc_lens, mode, beam=1)
+
+
+def test_true_streaming_matches_simulated_streaming(trained_tiny_model, tiny_corpus):
+    exp_dir, _ = trained_tiny_model
+    decode(trained_tiny_model, tiny_corpus, "--chunk-size", "32", "--left-context-frames", "64")
+    decode(trained_tiny_model, tiny_corpus, "--chunk-size", "32", "--left-context-frames", "64", "--streaming", "true")
+    for mode in ("N", "P"):
+        sim = list((exp_dir / "greedy_search").glob(f"recogs-test-{mode}-*-chunk-32-left-64.txt"))[0]
+        real = list((exp_dir / "greedy_search").glob(f"recogs-test-{mode}-*-chunk-32-left-64-streaming.txt"))[0]
+        assert sim.read_text() == real.read_text()
+
+
+def test_empty_short_and_long_cuts_decode(trained_tiny_model, tiny_corpus, tmp_path):
+    from lhotse import CutSet, load_manifest
+
+    cuts = list(load_manifest(tiny_corpus / "fbank" / "synth_cuts_test.jsonl.gz"))
+    tiny = cuts[0].truncate(duration=0.02).with_id("tiny-cut")  # 2 feature frames
+    short = cuts[1].truncate(duration=0.3).with_id("short-cut")
+    long = cuts[2]
+    for c in cuts[3:8]:
+        long = long.append(c)  # several utterances back to back: longer than any training cut
+    long = long.with_id("long-cut")
+    path = tmp_path / "odd.jsonl.gz"
+    CutSet.from_cuts([tiny, short, long]).to_file(path)
+    r = decode(trained_tiny_model, tiny_corpus, test_sets=f"odd={path}")
+    assert "| odd |" in r.stdout
+    for extra in (("--chunk-size", "16", "--left-context-frames", "32", "--streaming", "true"),):
+        decode(trained_tiny_model, tiny_corpus, *extra, test_sets=f"odd={path}")

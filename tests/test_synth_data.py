@@ -1,0 +1,414 @@
+"""End-to-end checks of the synthetic corpus built by ``prepare.sh --size tiny``.
+
+The corpus is built once per test session (about 45 s on 2 cores); every
+test reads it, and the tests that need to change something (the rerun, the
+corrupted audio file, the text reproducibility) work on copies or new
+directories.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zipformer_pc.references import P_KEY, RAW_KEY, SYNTH_PUNCT, get_n, get_p, has_p
+from zipformer_pc.text import normalized, punctuated
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "local"))
+
+import make_subsets  # noqa: E402
+import prepare_synth_text  # noqa: E402
+import tts  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+SPLITS = ("train", "dev", "test", "test_ood")
+PROPORTIONS = (1.0, 0.5, 0.35, 0.2, 0.05)
+STAGES = {0: "text", 1: "speech", 2: "fbank", 3: "bpe", 4: "subsets"}
+PY = sys.executable
+
+
+def _run(cmd, timeout=600, **kw):
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def _prepare(data_dir):
+    return _run(["bash", "prepare.sh", "--size", "tiny", "--data-dir", str(data_dir)], timeout=900)
+
+
+@pytest.fixture(scope="session")
+def synth_build(tiny_corpus):
+    """(DATA_DIR, None): the session's tiny corpus (tests/conftest.py), built once."""
+    return tiny_corpus.parent, None
+
+
+@pytest.fixture(scope="session")
+def corpus(tiny_corpus) -> Path:
+    return tiny_corpus
+
+
+@pytest.fixture(scope="session")
+def cuts(corpus):
+    from lhotse import load_manifest
+
+    return {s: load_manifest(corpus / "fbank" / f"synth_cuts_{s}.jsonl.gz") for s in SPLITS}
+
+
+def _sup(cut):
+    assert len(cut.supervisions) == 1
+    return cut.supervisions[0]
+
+
+def _text_lines(corpus, split):
+    with open(corpus / "text" / f"{split}.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# ------------------------------------------------------------------ cuts and features
+
+
+def test_layout(corpus):
+    for split in SPLITS:
+        assert (corpus / "manifests" / f"synth_recordings_{split}.jsonl.gz").is_file()
+        assert (corpus / "manifests" / f"synth_supervisions_{split}.jsonl.gz").is_file()
+        assert (corpus / "fbank" / f"synth_feats_{split}.lca").is_file()
+    for f in PROPORTIONS:
+        assert (corpus / "fbank" / f"synth_cuts_train_{make_subsets.subset_name(f)}.jsonl.gz").is_file()
+    assert (corpus / "fbank" / "synth_cuts_train_filtered.jsonl.gz").is_file()
+    for name in STAGES.values():
+        assert (corpus / f".done.{name}").is_file()
+    stats = (corpus / "stats.md").read_text()
+    for split in SPLITS:
+        assert f"| synth_cuts_{split}.jsonl.gz |" in stats
+    cfg = json.loads((corpus / "punct_config.json").read_text())
+    assert cfg["synth"] == {"keep": list(SYNTH_PUNCT.keep), "map": dict(SYNTH_PUNCT.mapping)}
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_cuts_validate_and_have_fbank_features(corpus, cuts, split):
+    from lhotse.qa import validate
+
+    cs = cuts[split]
+    text = _text_lines(corpus, split)
+    expected = {"dev": 12, "test": 12, "test_ood": 12}.get(split)
+    if expected is not None:
+        assert len(cs) == expected
+    else:
+        assert 20 <= len(cs) <= 80
+    # no synthesis failure on the tiny corpus: one cut per text line, same ids
+    assert sorted(c.id for c in cs) == sorted(u["id"] for u in text)
+    validate(cs, read_data=True)
+    for cut in cs:
+        assert cut.has_features and cut.has_recording
+        assert cut.sampling_rate == 16000
+        assert cut.num_features == 80
+        assert cut.features.type == "kaldi-fbank"
+        assert abs(cut.num_frames - cut.duration * 100) <= 2, (cut.id, cut.num_frames, cut.duration)
+        assert 0.5 < cut.duration < 30
+        feats = cut.load_features()
+        assert feats.shape == (cut.num_frames, 80)
+        assert np.isfinite(feats).all()
+        assert feats.std() > 0.1  # speech, not a constant
+        sup = _sup(cut)
+        assert sup.start == 0 and abs(sup.duration - cut.duration) < 1e-3
+        assert Path(cut.recording.sources[0].source).is_file()
+
+
+# -------------------------------------------------------------------------- references
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_references_p_and_n(corpus, cuts, split):
+    text = {u["id"]: u for u in _text_lines(corpus, split)}
+    with_marks = with_capital = 0
+    cs = cuts[split]
+    for cut in cs:
+        sup = _sup(cut)
+        n, p = sup.text, sup.custom[P_KEY]
+        raw = sup.custom[RAW_KEY]
+        assert n and p
+        assert get_n(sup) == n and get_p(sup) == p and has_p(cut)
+        assert n == normalized(p)
+        assert n == normalized(raw)
+        assert p == punctuated(raw, SYNTH_PUNCT)
+        assert p == punctuated(p, SYNTH_PUNCT)  # idempotent
+        assert n == n.lower() and not re.search(r"[.,?!;:\"]", n)
+        assert not re.search(r"[!;:\"]", p)  # only . , ? survive (! is mapped to .)
+        assert raw == text[cut.id]["text_raw"]
+        with_marks += bool(re.search(r"[.,?]", p))
+        with_capital += bool(re.search(r"[A-Z]", p))
+    assert with_marks >= 0.9 * len(cs)
+    assert with_capital >= 0.9 * len(cs)
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_speaker_engine_voice_and_prosody_recorded(corpus, cuts, split):
+    text = {u["id"]: u for u in _text_lines(corpus, split)}
+    for cut in cuts[split]:
+        sup = _sup(cut)
+        t = sup.custom["tts"]
+        assert sup.speaker == t["voice"]["name"]
+        voice = tts.voice_by_name(sup.speaker)
+        assert voice is not None and t["voice"] == tts.voice_dict(voice)
+        assert t["voice"]["engine"] in ("espeak-ng", "festival", "flite")
+        assert set(t) == {"voice", "rate", "pitch", "sox_pitch_cents", "sox_tempo"}
+        assert -80 <= t["sox_pitch_cents"] <= 80 and 0.92 <= t["sox_tempo"] <= 1.08
+        if voice.engine == "espeak-ng":
+            assert t["rate"] > 0
+        assert sup.custom["source"] == text[cut.id]["source"]
+        assert sup.language == "English"
+
+
+def test_speakers_and_sources_of_splits(cuts):
+    speakers = {s: {_sup(c).speaker for c in cuts[s]} for s in SPLITS}
+    sources = {s: {_sup(c).custom["source"] for c in cuts[s]} for s in SPLITS}
+    train_pool = {v.name for v in tts.TRAIN_VOICES}
+    ood_pool = {v.name for v in tts.OOD_VOICES}
+    assert not speakers["test_ood"] & speakers["train"]
+    assert speakers["test_ood"] <= ood_pool
+    for s in ("train", "dev", "test"):
+        assert speakers[s] <= train_pool
+    assert len(speakers["train"]) >= 5  # several voices, not one
+    assert sources["test_ood"] == {"mobydick"}
+    for s in ("train", "dev", "test"):
+        assert sources[s] <= set(prepare_synth_text.AUSTEN_BOOKS)
+    assert len(sources["train"]) >= 3
+
+
+def test_eval_sentences_not_in_train(cuts):
+    n = {s: [_sup(c).text for c in cuts[s]] for s in SPLITS}
+    train = set(n["train"])
+    for s in ("dev", "test", "test_ood"):
+        assert not train & set(n[s]), s
+    assert not set(n["dev"]) & set(n["test"])
+    assert len(set(n["train"])) == len(n["train"])
+    # no sentence is shared either (the de-duplication is per sentence)
+    def sentences(s):
+        return {x.strip() for c in cuts[s] for x in re.split(r"[.?]", _sup(c).custom[P_KEY]) if len(x.split()) >= 4}
+
+    for s in ("dev", "test"):
+        assert not sentences("train") & sentences(s), s
+
+
+def test_questions_are_represented(corpus, cuts):
+    q_train = [c for c in cuts["train"] if "?" in _sup(c).custom[P_KEY]]
+    assert q_train
+    stats = json.loads((corpus / "text" / "stats.json").read_text())
+    assert stats["train"]["question_utterances"] == len(q_train)
+    assert stats["train"]["utterances"] == len(cuts["train"])
+    assert any("?" in _sup(c).custom[P_KEY] for s in ("dev", "test") for c in cuts[s])
+
+
+# ---------------------------------------------------------------------------- tokenizer
+
+
+def test_tokens_and_bpe_model(corpus, cuts):
+    import sentencepiece as spm
+
+    lang = corpus / "lang_bpe_120"
+    lines = (lang / "tokens.txt").read_text(encoding="utf-8").splitlines()
+    assert lines[:3] == ["<blk> 0", "<sos/eos> 1", "<unk> 2"]
+    assert len(lines) == 120
+    sp = spm.SentencePieceProcessor(model_file=str(lang / "bpe.model"))
+    assert sp.get_piece_size() == 120
+    for i, line in enumerate(lines):
+        piece, idx = line.rsplit(" ", 1)
+        assert int(idx) == i and sp.id_to_piece(i) == piece
+    unk = sp.unk_id()
+    assert unk == 2
+    for mark in (",", ".", "?"):
+        assert sp.piece_to_id(mark) != unk, mark  # a piece of its own
+        assert unk not in sp.encode(mark)
+    for probe in ("Mister Darcy, is it? Yes.", "Quixote Zebra XYZ, Jane Austen.", "Is it?"):
+        ids = sp.encode(probe)
+        assert unk not in ids, probe
+        assert sp.decode(ids) == probe  # case-sensitive
+    for cut in cuts["train"]:
+        sup = _sup(cut)
+        assert unk not in sp.encode(sup.custom[P_KEY]) and unk not in sp.encode(sup.text)
+    # trained on P and N together
+    tw = (lang / "transcript_words.txt").read_text(encoding="utf-8").splitlines()
+    some = _sup(cuts["train"][0])
+    assert some.text in tw and some.custom[P_KEY] in tw
+
+
+# ------------------------------------------------------------------------------ subsets
+
+
+def test_filtered_cuts(corpus, cuts):
+    from lhotse import load_manifest
+
+    filtered = load_manifest(corpus / "fbank" / "synth_cuts_train_filtered.jsonl.gz")
+    summary = json.loads((corpus / "subsets" / "subsets.json").read_text())
+    train_ids = {c.id for c in cuts["train"]}
+    assert {c.id for c in filtered} <= train_ids
+    assert summary["num_cuts"] == len(filtered)
+    assert summary["num_cuts"] + sum(summary["removed"].values()) == len(cuts["train"])
+    assert summary["num_with_p"] == sum(has_p(c) for c in filtered)
+    assert summary["seed"] == 42
+    for c in filtered:
+        assert 1.0 <= c.duration <= 20.0
+
+
+def test_punctuated_proportion_subsets(corpus):
+    from lhotse import load_manifest
+
+    filtered = load_manifest(corpus / "fbank" / "synth_cuts_train_filtered.jsonl.gz")
+    ref = {c.id: c for c in filtered}
+    with_p = [c.id for c in filtered if has_p(c)]
+    K = len(with_p)
+    assert K > 0
+    ranking = sorted(with_p, key=lambda i: make_subsets.rank_key(42, i))
+    summary = json.loads((corpus / "subsets" / "subsets.json").read_text())
+    kept_sets = []
+    for f in PROPORTIONS:
+        name = make_subsets.subset_name(f)
+        subset = load_manifest(corpus / "fbank" / f"synth_cuts_train_{name}.jsonl.gz")
+        assert [c.id for c in subset] == [c.id for c in filtered]
+        kept = {c.id for c in subset if has_p(c)}
+        assert len(kept) == round(f * K)
+        assert summary["subsets"][name] == {"proportion": f, "cuts_with_p": round(f * K)}
+        listed = (corpus / "subsets" / f"punct_ids_{name}.txt").read_text().split()
+        assert listed == sorted(listed) and set(listed) == kept
+        assert kept == set(ranking[: len(kept)])  # a prefix of the seeded ranking
+        for c in subset:
+            sup, orig = _sup(c), _sup(ref[c.id])
+            assert sup.text == orig.text  # N always kept
+            assert c.num_frames == ref[c.id].num_frames
+            if c.id in kept:
+                assert sup.custom[P_KEY] == orig.custom[P_KEY]
+                assert sup.custom[RAW_KEY] == orig.custom[RAW_KEY]
+            else:
+                assert P_KEY not in (sup.custom or {}) and RAW_KEY not in (sup.custom or {})
+                assert get_p(sup) is None
+                assert sup.custom["tts"] == orig.custom["tts"]  # other fields untouched
+        kept_sets.append(kept)
+    for bigger, smaller in zip(kept_sets, kept_sets[1:]):
+        assert smaller <= bigger
+    assert len(kept_sets[0]) == K and 0 < len(kept_sets[-1]) < K
+
+
+# ------------------------------------------------------------------- statistics script
+
+
+def test_manifest_stats_table(corpus, cuts):
+    path = corpus / "fbank" / "synth_cuts_train.jsonl.gz"
+    r = _run([PY, "local/manifest_stats.py", str(path)], timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("| manifest | utts | hours | speakers | words | with P | . | , | ? |")
+    assert set(lines[1].replace("|", "")) == {"-"}
+    assert len(lines) == 3
+    cells = [x.strip() for x in lines[2].strip("|").split("|")]
+    train = cuts["train"]
+    assert cells[0] == "synth_cuts_train.jsonl.gz"
+    assert int(cells[1]) == len(train)
+    assert int(cells[3]) == len({_sup(c).speaker for c in train})
+    assert int(cells[4]) == sum(len(_sup(c).text.split()) for c in train)
+    assert int(cells[5]) == len(train)
+    assert int(cells[8]) == sum(_sup(c).custom[P_KEY].count("?") for c in train)
+
+    r = _run([PY, "local/manifest_stats.py", "--json", str(path)], timeout=120)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    assert row["utterances"] == len(train)
+    assert row["duration_min"] <= row["duration_median"] <= row["duration_max"]
+
+
+# ------------------------------------------------------------------------------ rerun
+
+
+def test_rerun_skips_done_stages(synth_build, corpus):
+    data_dir, _ = synth_build
+    outputs = sorted((corpus / "fbank").glob("*")) + sorted((corpus / "audio").rglob("*.flac"))
+    outputs += [corpus / "lang_bpe_120" / "bpe.model", corpus / "subsets" / "subsets.json"]
+    outputs += sorted((corpus / "text").glob("*"))
+    mtimes = {p: p.stat().st_mtime_ns for p in outputs}
+    t0 = time.time()
+    r = _prepare(data_dir)
+    elapsed = time.time() - t0
+    assert r.returncode == 0, r.stderr[-2000:]
+    for n, name in STAGES.items():
+        assert f"Stage {n} ({name}): already done with the same options, skipping" in r.stdout
+        assert f"Stage {n}: {name}" not in r.stdout
+    assert "Stage 5: manifest statistics" in r.stdout
+    assert "| synth_cuts_train.jsonl.gz |" in r.stdout
+    assert elapsed < 25, f"rerun took {elapsed:.1f} s"
+    changed = [str(p) for p, m in mtimes.items() if p.stat().st_mtime_ns != m]
+    assert not changed, changed
+
+
+# -------------------------------------------------------------------------- bad audio
+
+
+def test_compute_fbank_skips_unreadable_audio(corpus, cuts, tmp_path):
+    from lhotse import RecordingSet, load_manifest
+    from lhotse.utils import fastcopy
+
+    recs = load_manifest(corpus / "manifests" / "synth_recordings_dev.jsonl.gz")
+    sups = load_manifest(corpus / "manifests" / "synth_supervisions_dev.jsonl.gz")
+    bad_id = sorted(r.id for r in recs)[3]
+    mdir = tmp_path / "manifests"
+    adir = tmp_path / "audio"
+    mdir.mkdir()
+    adir.mkdir()
+    new_recs = []
+    for rec in recs:
+        if rec.id == bad_id:
+            src = Path(rec.sources[0].source)
+            dst = adir / src.name
+            shutil.copy(src, dst)
+            dst.write_bytes(b"\x00garbage, not FLAC\xff" * 100)
+            rec = fastcopy(rec, sources=[fastcopy(rec.sources[0], source=str(dst))])
+        new_recs.append(rec)
+    RecordingSet.from_recordings(new_recs).to_file(mdir / "bad_recordings_dev.jsonl.gz")
+    sups.to_file(mdir / "bad_supervisions_dev.jsonl.gz")
+    # the shared corpus still has its good file
+    assert Path(recs[bad_id].sources[0].source).stat().st_size > 1000
+
+    out = tmp_path / "fbank"
+    r = _run([PY, "local/compute_fbank.py", "--manifest-dir", str(mdir), "--prefix", "bad", "--split", "dev",
+              "--output-dir", str(out), "--num-threads", "1"], timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    done = load_manifest(out / "bad_cuts_dev.jsonl.gz")
+    assert len(done) == len(cuts["dev"]) - 1
+    assert bad_id not in {c.id for c in done}
+    assert f"Skipping cut {bad_id}" in r.stderr
+    assert "11 cuts, 1 skipped" in r.stderr
+    # the other cuts get the same features as in the corpus
+    ref = {c.id: c for c in cuts["dev"]}
+    c = done[0]
+    np.testing.assert_allclose(c.load_features(), ref[c.id].load_features(), atol=1e-3)
+
+
+# ------------------------------------------------------------------- reproducible text
+
+
+def test_prepare_synth_text_is_reproducible(tmp_path):
+    def cmd(out, seed):
+        return [PY, "local/prepare_synth_text.py", "--out-dir", str(out), "--train-hours", "0.01",
+                "--dev-utts", "4", "--test-utts", "4", "--ood-utts", "4", "--seed", str(seed)]
+
+    dirs = {"a": (tmp_path / "a", 7), "b": (tmp_path / "b", 7), "c": (tmp_path / "c", 8)}
+    procs = {k: subprocess.Popen(cmd(d, s), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k, (d, s) in dirs.items()}
+    for k, p in procs.items():
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    a, b, c = (dirs[k][0] for k in "abc")
+    names = sorted(x.name for x in a.iterdir())
+    assert names == ["dev.jsonl", "stats.json", "test.jsonl", "test_ood.jsonl", "train.jsonl"]
+    assert sorted(x.name for x in b.iterdir()) == names
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert (a / "train.jsonl").read_bytes() != (c / "train.jsonl").read_bytes()
+    train = [json.loads(x) for x in (a / "train.jsonl").read_text().splitlines()]
+    assert train and all(u["id"] == f"train-{i:06d}" for i, u in enumerate(train))
+    assert len([json.loads(x) for x in (a / "dev.jsonl").read_text().splitlines()]) == 4
