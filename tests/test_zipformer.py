@@ -372,7 +372,7 @@ def test_init_state_shapes():
     assert states[0].shape == (3, 64, 4 * 32)
     assert states[3 * 6].shape == (3, 8, 4 * 32)
     assert states[4].shape == (3, 128, 15)  # (31 - 1) // 2 causal history
-    assert states[-3].shape == (3, 128, 6, 19)
+    assert states[-3].shape == (3, 128, 3, 19)
     assert states[-1].dtype == torch.int64
     with pytest.raises(ValueError):
         encoder.get_init_states(1, 12, 24)  # not a multiple of 8

@@ -5,11 +5,12 @@ Layout (time axis T, frequency axis F = 80 for fbank features):
 1. ``Conv2d(1 -> c1, 3x3, pad freq 1)`` + SwooshR     T -> T - 2
 2. ``Conv2d(c1 -> c2, 3x3, stride 2)`` + SwooshR      T -> (T - 5) // 2 + 1
 3. ``Conv2d(c2 -> c3, 3x3, stride (1, 2))`` + SwooshR T -> ... - 2 = (T - 7) // 2
-4. a ConvNeXt-style residual block (depthwise 7x7 conv, point-wise
-   expansion, SwooshL, point-wise projection) at the ~50 Hz rate.  Its time
-   kernel is *causal* here: it looks 6 frames back and none ahead, so the
-   block never adds look-ahead; in streaming those 6 frames are an explicit
-   cache.
+4. a ConvNeXt-style residual block (depthwise 4x7 (time x frequency)
+   conv, point-wise expansion, SwooshL, point-wise projection) at the ~50 Hz
+   rate.  Its time kernel is *causal*: it looks 3 frames back and none ahead,
+   so the block never adds look-ahead; in streaming those 3 frames are an
+   explicit cache of shape (N, 128, 3, 19), the front-end state sherpa-onnx
+   allocates for a streaming Zipformer2.
 5. flatten (channels x frequency) -> ``Linear`` -> :class:`BiasNorm`.
 
 None of the time convolutions in steps 1-3 pad the time axis, so the output
@@ -44,14 +45,16 @@ class ConvNeXt(nn.Module):
     Args:
       channels: number of channels C.
       hidden_ratio: expansion of the point-wise MLP.
-      time_kernel, freq_kernel: depthwise kernel size (both odd).
+      time_kernel: depthwise kernel length in time (``time_kernel - 1``
+        cached frames in streaming).
+      freq_kernel: depthwise kernel size in frequency (odd).
     """
 
     def __init__(
         self,
         channels: int,
         hidden_ratio: int = 3,
-        time_kernel: int = 7,
+        time_kernel: int = 4,
         freq_kernel: int = 7,
     ) -> None:
         super().__init__()
@@ -170,7 +173,7 @@ class Conv2dSubsampling(nn.Module):
         return self._project(y), self.output_lengths(x_lens)
 
     def get_init_cache(self, batch_size: int, device=None, dtype=torch.float32) -> Tensor:
-        """Zero ConvNeXt cache of shape (N, layer3_channels, 6, out_width)."""
+        """Zero ConvNeXt cache of shape (N, layer3_channels, 3, out_width)."""
         return torch.zeros(
             batch_size,
             self.layer3_channels,
@@ -185,7 +188,7 @@ class Conv2dSubsampling(nn.Module):
         Args:
           x: (N, 2 n + 7, F_in) feature window; consecutive windows overlap
             by :attr:`pad_length` = 7 frames.
-          cache: (N, layer3_channels, 6, out_width) ConvNeXt cache.
+          cache: (N, layer3_channels, 3, out_width) ConvNeXt cache.
         Returns:
           (output (N, n, C_out), new cache).
         """

@@ -973,7 +973,7 @@ class ZipformerEncoder(nn.Module):
           key (N, L_d, H*d_q), non-linear attention (N, L_d, 3C/4),
           value 1 and value 2 (N, L_d, H*d_v), conv 1 and conv 2
           (N, C, (K-1)/2);
-        * the front end's ConvNeXt cache (N, 128, 6, 19);
+        * the front end's ConvNeXt cache (N, 128, 3, 19);
         * ``processed_frames`` (N,) int64: 50 Hz frames consumed so far;
         * ``processed_lens`` (N,) int64: valid 50 Hz frames so far.
 
