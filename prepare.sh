@@ -21,6 +21,7 @@
 #   --speed-perturb true|false    add 0.9x/1.1x copies of train [false]
 #   --proportions LIST            punctuated proportions [1.0,0.5,0.35,0.2,0.05]
 #   --parts LIST                  LibriSpeech parts [dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500]
+#   --restore-subsets LIST        train_pF subsets whose P text trains a restoration model [p1]
 #
 # Stages, synth:
 #   0 text: Jane Austen (in-domain) and Moby Dick (out-of-domain) utterances
@@ -31,6 +32,9 @@
 #   0 download LibriSpeech and the LibriSpeech-PC manifests (skipped when present)
 #   1 lhotse manifests with LibriSpeech-PC joined     2 fbank features
 #   3 tokenizer     4 filter + subsets     5 manifest statistics
+# Both:
+#   6 punctuation + truecasing restoration model (cascade baseline) and P' references:
+#     restore/pF/ (model, restore.onnx, results.md), fbank/DATASET_cuts_train_pauto_pF.jsonl.gz
 #
 # Outputs under DATA_DIR/DATASET/: manifests/, fbank/ (cuts: DATASET_cuts_SPLIT.jsonl.gz,
 # train subsets DATASET_cuts_train_pF.jsonl.gz), lang_bpe_N/ (bpe.model, tokens.txt), subsets/.
@@ -50,6 +54,7 @@ vocab_size=""
 speed_perturb=false
 proportions=1.0,0.5,0.35,0.2,0.05
 parts=dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500
+restore_subsets=p1
 
 . local/parse_options.sh
 . ./path.sh
@@ -179,6 +184,34 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   stats=()
   for split in $splits; do stats+=("$dir/fbank/${dataset}_cuts_${split}.jsonl.gz"); done
   python3 local/manifest_stats.py "${stats[@]}" | tee "$dir/stats.md"
+fi
+
+opts="$(cat "$dir/.done.subsets" 2>/dev/null || true) restore_subsets=$restore_subsets seed=$seed"
+if run_stage 6 restore "$opts"; then
+  # the manifests of stage 4 share this stem (one train part keeps its own name)
+  train_stem=${dataset}_cuts_train
+  [ ${#train_cuts[@]} -eq 1 ] && train_stem=$(basename "${train_cuts[0]}" .jsonl.gz)
+  if [ "$dataset" = synth ]; then dev=dev; tests="test test_ood"; else dev=dev-clean; tests="test-clean test-other"; fi
+  valid_args=(--valid-fraction 0.05)
+  [ -f "$dir/fbank/${dataset}_cuts_${dev}.jsonl.gz" ] && valid_args=(--valid-cuts "$dir/fbank/${dataset}_cuts_${dev}.jsonl.gz")
+  test_sets=""
+  for t in $tests; do
+    f=$dir/fbank/${dataset}_cuts_${t}.jsonl.gz
+    [ -f "$f" ] && test_sets="$test_sets${test_sets:+,}$t=$f"
+  done
+  for sub in ${restore_subsets//,/ }; do
+    exp=$dir/restore/$sub
+    # trained on the P text of the training cuts that keep P in this subset only
+    # (never on dev/test text: dev picks the checkpoint, test sets are only scored)
+    python3 local/train_restoration.py --train-cuts "$dir/fbank/${train_stem}_${sub}.jsonl.gz" \
+      "${valid_args[@]}" --test-sets "$test_sets" --exp-dir "$exp" --seed "$seed" --num-threads 1
+    python3 local/export_restoration_onnx.py --checkpoint "$exp/best-valid-loss.pt" --output "$exp/restore.onnx"
+    # P' for every filtered training cut, beside its true P (custom text_p_auto)
+    python3 local/add_auto_punct.py --onnx "$exp/restore.onnx" --num-threads "$nj" \
+      --cuts-in "$dir/fbank/${train_stem}_filtered.jsonl.gz" \
+      --cuts-out "$dir/fbank/${train_stem}_pauto_${sub}.jsonl.gz"
+  done
+  mark_done restore "$opts"
 fi
 
 log "Done: $dir"

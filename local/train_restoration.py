@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Train the punctuation + truecasing restoration model (cascade baseline, P' references).
+
+Usage:
+  ./local/train_restoration.py --train-cuts data/synth/fbank/synth_cuts_train.jsonl.gz \
+      --valid-cuts data/synth/fbank/synth_cuts_dev.jsonl.gz \
+      --test-sets dev=data/synth/fbank/synth_cuts_dev.jsonl.gz,test=data/synth/fbank/synth_cuts_test.jsonl.gz \
+      --exp-dir egs/synth/exp/restore_default --lambda 0.5 --epochs 10 --seed 42
+
+Training text: the P references of cut manifests (``--train-cuts``; cuts
+without P are not used, so a ``_pF`` subset trains on its punctuated
+fraction only) and/or plain text files, one utterance a line
+(``--train-text``; raw punctuated text is fine, it goes through
+zipformer_pc.text).  Lines without any word are skipped and counted.
+Validation (checkpoint selection): ``--valid-cuts``/``--valid-text``, or,
+without them, a ``--valid-fraction`` of the training lines chosen by a
+seeded hash.  Never train on the ASR test text.
+
+Writes to ``--exp-dir``: ``best-valid-loss.pt`` (the model used afterwards)
+and ``last.pt`` (both reload alone), ``results.md`` (per-class precision /
+recall / F1, macro F1, PuncER, CaseER on every ``--test-sets`` entry),
+``results.json``, ``restored-NAME.txt`` (``id<TAB>restored P``) and
+``log-train.txt``.
+"""
+
+import argparse
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import List, Tuple
+
+import torch
+
+from zipformer_pc.restore import (
+    DEFAULT_MAX_WORDS,
+    ModelConfig,
+    PieceEncoder,
+    Restorer,
+    TrainConfig,
+    build_mix_lexicon,
+    evaluate,
+    make_meta,
+    prepare_examples,
+    punct_classes,
+    read_cut_references,
+    read_references,
+    read_text_lines,
+    results_markdown,
+    train_model,
+    train_sentencepiece,
+)
+from zipformer_pc.text import parse_punct_args
+from zipformer_pc.transcripts import write_transcripts
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("data")
+    g.add_argument("--train-cuts", nargs="*", default=[], help="Cut manifests whose P references are trained on")
+    g.add_argument("--train-text", nargs="*", default=[], help="Text files, one punctuated utterance a line")
+    g.add_argument("--valid-cuts", nargs="*", default=[], help="Validation cut manifests (P references)")
+    g.add_argument("--valid-text", nargs="*", default=[], help="Validation text files")
+    g.add_argument("--valid-fraction", type=float, default=0.05,
+                   help="Without --valid-*: hold out this fraction of the training lines")
+    g.add_argument("--test-sets", default="",
+                   help="NAME=PATH,... scored after training (cut manifests or text files of P references)")
+    g.add_argument("--punct-keep", default=None, help="Punctuation classes (kept marks), default '. , ?'")
+    g.add_argument("--punct-map", default=None, help="Marks mapped to kept ones, e.g. '!>. ;>,'")
+    g = p.add_argument_group("model")
+    g.add_argument("--bpe-model", default=None,
+                   help="Use this sentencepiece model (e.g. the ASR's bpe.model) instead of training one on the N text")
+    g.add_argument("--vocab-size", type=int, default=1000, help="Upper bound of the trained sentencepiece vocabulary")
+    g.add_argument("--d-model", type=int, default=192)
+    g.add_argument("--num-layers", type=int, default=4)
+    g.add_argument("--num-heads", type=int, default=4)
+    g.add_argument("--ff-dim", type=int, default=768)
+    g.add_argument("--kernel-size", type=int, default=7, help="Depthwise convolution kernel (odd)")
+    g.add_argument("--dropout", type=float, default=0.1)
+    g.add_argument("--max-words", type=int, default=DEFAULT_MAX_WORDS, help="Longer lines are cut into windows")
+    g = p.add_argument_group("training")
+    g.add_argument("--exp-dir", required=True)
+    g.add_argument("--lambda", dest="lam", type=float, default=0.5, help="Loss lambda*L_case + (1-lambda)*L_punct")
+    g.add_argument("--epochs", type=int, default=10)
+    g.add_argument("--batch-size", type=int, default=32, help="Lines per batch")
+    g.add_argument("--lr", type=float, default=1e-3)
+    g.add_argument("--weight-decay", type=float, default=0.01)
+    g.add_argument("--warmup-steps", type=int, default=100)
+    g.add_argument("--seed", type=int, default=42)
+    g.add_argument("--num-threads", type=int, default=1, help="torch threads")
+    g.add_argument("--log-interval", type=int, default=50)
+    return p
+
+
+def held_out(seed: int, index: int, fraction: float) -> bool:
+    """Seeded, order-independent choice of validation lines."""
+    h = int.from_bytes(hashlib.sha256(f"{seed}:{index}".encode()).digest()[:8], "little")
+    return h < fraction * 2**64
+
+
+def parse_test_sets(spec: str) -> List[Tuple[str, str]]:
+    out = []
+    for item in filter(None, spec.split(",")):
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"--test-sets: expected NAME=PATH, got {item!r}")
+        out.append((name, path))
+    return out
+
+
+def main() -> None:
+    args = get_parser().parse_args()
+    exp_dir = Path(args.exp_dir)
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    fmt = "%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s"
+    logging.basicConfig(format=fmt, level=logging.INFO,
+                        handlers=[logging.StreamHandler(), logging.FileHandler(exp_dir / "log-train.txt", mode="w")])
+    logging.info(f"Arguments: {vars(args)}")
+    if not args.train_cuts and not args.train_text:
+        raise SystemExit("Give training text with --train-cuts and/or --train-text")
+    if not 0.0 <= args.valid_fraction < 1.0:
+        raise SystemExit(f"--valid-fraction must be in [0, 1), got {args.valid_fraction}")
+    torch.set_num_threads(args.num_threads)
+    config = parse_punct_args(args.punct_keep, args.punct_map)
+    tests = parse_test_sets(args.test_sets)
+
+    train_lines = [p for path in args.train_cuts for _, p in read_cut_references(path)]
+    train_lines += [line for path in args.train_text for line in read_text_lines(path)]
+    valid_lines = [p for path in args.valid_cuts for _, p in read_cut_references(path)]
+    valid_lines += [line for path in args.valid_text for line in read_text_lines(path)]
+    if not valid_lines and args.valid_fraction > 0:
+        valid_lines = [x for i, x in enumerate(train_lines) if held_out(args.seed, i, args.valid_fraction)]
+        train_lines = [x for i, x in enumerate(train_lines) if not held_out(args.seed, i, args.valid_fraction)]
+        logging.info(f"Held out {len(valid_lines)} training lines for validation (--valid-fraction {args.valid_fraction})")
+    train_ex, stats = prepare_examples(train_lines, config)
+    stats.log("Training text")
+    valid_ex, vstats = prepare_examples(valid_lines, config)
+    vstats.log("Validation text")
+    if not train_ex:
+        raise SystemExit("No training line has a word; nothing to train on")
+
+    if args.bpe_model:
+        spm_model = Path(args.bpe_model).read_bytes()
+        logging.info(f"Using the sentencepiece model {args.bpe_model}")
+    else:
+        spm_model = train_sentencepiece([" ".join(ex.words) for ex in train_ex], args.vocab_size)
+    meta = make_meta(config, build_mix_lexicon(train_lines, config), args.max_words)
+    logging.info(f"Mixed-case lexicon: {len(meta['mix_lexicon'])} words; punctuation classes {punct_classes(config)}")
+    model_cfg = ModelConfig(
+        vocab_size=PieceEncoder(spm_model).vocab_size, num_punct=len(punct_classes(config)), d_model=args.d_model,
+        num_layers=args.num_layers, num_heads=args.num_heads, ff_dim=args.ff_dim,
+        kernel_size=args.kernel_size, dropout=args.dropout,
+    )
+    train_cfg = TrainConfig(
+        lam=args.lam, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
+        warmup_steps=args.warmup_steps, seed=args.seed, log_interval=args.log_interval,
+    )
+    logging.info(f"Model: {model_cfg}")
+    start = time.time()
+    model, info = train_model(train_ex, valid_ex, spm_model, meta, model_cfg, train_cfg, exp_dir)
+    train_seconds = time.time() - start
+    logging.info(f"Training took {train_seconds:.1f} s on {args.num_threads} thread(s)")
+
+    restorer = Restorer(model, spm_model, meta)
+    results = {}
+    for name, path in tests:
+        refs = read_references(path)
+        if not refs:
+            raise SystemExit(f"--test-sets {name}: {path} has no reference")
+        start = time.time()
+        r = evaluate(restorer, refs)
+        r["restore_seconds"] = round(time.time() - start, 2)
+        write_transcripts(str(exp_dir / f"restored-{name}.txt"), r.pop("hyps"))
+        results[name] = r
+        logging.info(f"{name}: case macro F1 {r['case_macro_f1']:.2f}, punct macro F1 {r['punct_macro_f1']:.2f}, "
+                     f"PuncER {r['punc_er']:.2f}, CaseER {r['case_er']:.2f} ({r['num_lines']} lines, "
+                     f"{r['skipped_lines']} skipped)")
+    header = (
+        f"# Restoration model ({exp_dir.name})\n\n"
+        f"lambda={args.lam}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters "
+        f"(d_model {args.d_model}, {args.num_layers} layers, {model_cfg.vocab_size} pieces), "
+        f"{len(train_ex)} training lines, {args.epochs} epochs, seed {args.seed}; "
+        f"training {train_seconds:.0f} s on {args.num_threads} thread(s). Best validation loss "
+        f"{info['best_valid_loss']:.4f}.\n\n"
+    )
+    (exp_dir / "results.md").write_text(header + (results_markdown(results) if results else "No --test-sets given.\n"))
+    (exp_dir / "results.json").write_text(json.dumps(
+        {"args": vars(args), "train_seconds": round(train_seconds, 1), "train": info, "results": results},
+        indent=1, default=str) + "\n")
+    logging.info(f"Wrote {exp_dir / 'results.md'}")
+    example = " ".join(train_ex[0].words)
+    logging.info(f"Example (a training line): {example!r} -> {restorer.restore([example])[0]!r}")
+
+
+if __name__ == "__main__":
+    main()
