@@ -1,5 +1,6 @@
 """decode.py on a tiny trained model: methods, modes, streaming, awkward cuts, results files."""
 
+import ast
 import json
 import subprocess
 import sys
@@ -79,3 +80,47 @@ def test_empty_short_and_long_cuts_decode(trained_tiny_model, tiny_corpus, tmp_p
     assert "| odd |" in r.stdout
     for extra in (("--chunk-size", "16", "--left-context-frames", "32", "--streaming", "true"),):
         decode(trained_tiny_model, tiny_corpus, *extra, test_sets=f"odd={path}")
+
+
+def test_cascade_restores_the_n_output_of_a_norm_model(tiny_corpus, tmp_path):
+    """--restore-model: the norm model's N output, restored by prepare.sh stage 6's model, is the P output."""
+    from zipformer_pc.checkpoint import save_checkpoint
+    from zipformer_pc.dataset import Tokenizer
+    from zipformer_pc.model import HeadConfig, build_model, make_model_config
+
+    vocab = Tokenizer(str(tiny_corpus / "lang_bpe_120" / "bpe.model")).vocab_size
+    torch.manual_seed(0)
+    cfg = make_model_config("tiny", {}, HeadConfig(model_type="norm", vocab_size=vocab, decoder_dim=64, joiner_dim=64))
+    model = build_model(cfg)
+    with torch.no_grad():  # untrained: make it emit, so the restoration has words to work on
+        model.joiners["main"].output_linear.bias[0] = -5.0
+    save_checkpoint(tmp_path / "epoch-1.pt", {"model": model.state_dict(), "model_config": cfg})
+    restore = tiny_corpus / "restore" / "p1" / "restore.onnx"
+    assert restore.is_file(), "prepare.sh stage 6 did not export the restoration model"
+    cmd = [sys.executable, "-m", "zipformer_pc.decode", "--exp-dir", str(tmp_path), "--epoch", "1", "--avg", "1",
+           "--use-averaged-model", "false", "--bpe-model", str(tiny_corpus / "lang_bpe_120" / "bpe.model"),
+           "--test-sets", f"test={tiny_corpus / 'fbank' / 'synth_cuts_test.jsonl.gz'}", "--restore-model", str(restore)]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "Model: cascade" in r.stdout
+    out = tmp_path / "greedy_search"
+    summ = json.loads(next(out.glob("wer-summary-test-P-*cascade.json")).read_text())
+    assert summ["model_type"] == "cascade" and summ["punc_er"] is not None
+    recogs = next(out.glob("recogs-test-P-*cascade.txt")).read_text()
+    n_recogs = next(out.glob("recogs-test-N-*cascade.txt")).read_text()
+    from zipformer_pc.restore_runtime import OnnxRestorer
+
+    def hyps(text):
+        return {line.split(":")[0]: " ".join(ast.literal_eval(line.split("hyp=")[1])) for line in text.splitlines() if "\thyp=" in line}
+
+    hyp_p, hyp_n = hyps(recogs), hyps(n_recogs)
+    assert hyp_p.keys() == hyp_n.keys() and len(hyp_p) == 12 and hyp_p != hyp_n
+    ids = sorted(hyp_n)
+    assert [hyp_p[i] for i in ids] == OnnxRestorer(str(restore)).restore([hyp_n[i] for i in ids])
+    # refusing a cascade on a model that is not norm
+    bad = [c if c != str(tmp_path) else str(tmp_path / "nope") for c in cmd]
+    cfg["head"]["model_type"] = "punct"
+    save_checkpoint(tmp_path / "p" / "epoch-1.pt", {"model": build_model(cfg).state_dict(), "model_config": cfg})
+    bad[bad.index(str(tmp_path / "nope"))] = str(tmp_path / "p")
+    r = subprocess.run(bad, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0 and "norm model" in r.stderr

@@ -11,10 +11,13 @@ Usage:
   python -m zipformer_pc.decode ... --chunk-size 32 --left-context-frames 128
   # true chunk-by-chunk decoding with the encoder's streaming_forward
   python -m zipformer_pc.decode ... --chunk-size 32 --left-context-frames 128 --streaming true
+  # cascade: a norm model's N output restored to P by the restoration model (prepare.sh stage 6)
+  python -m zipformer_pc.decode --exp-dir egs/synth/exp/norm ... --restore-model data/synth/restore/p1/restore.onnx
 
 Output modes: N and P from ``two-decoder`` (each head) and ``conditioned``
 (each mode); P from ``punct`` with N derived by the shared normalization;
-N from ``norm``.  For each test set and mode it writes, under
+N from ``norm`` (and P too with ``--restore-model``: the cascade baseline,
+whose restoration time counts in its RTF).  For each test set and mode it writes, under
 ``EXP_DIR/DECODING_METHOD/``:
 
 * ``recogs-{test}-{mode}-{suffix}.txt``: icefall ``id:\\tref=[...]`` /
@@ -66,6 +69,8 @@ def get_parser() -> argparse.ArgumentParser:
                    help="Chunk-by-chunk streaming_forward instead of the masked full forward")
     p.add_argument("--max-duration", type=float, default=300.0)
     p.add_argument("--num-threads", type=int, default=2)
+    p.add_argument("--restore-model", default="",
+                   help="Cascade: restore P from the N output with this restoration model (.onnx or .pt checkpoint)")
     return p
 
 
@@ -102,7 +107,7 @@ def streaming_encode(encoder, feats: torch.Tensor, lens: torch.Tensor, chunk: in
     return out[:, : int(out_lens.max())] if out_lens.max() > 0 else out[:, :1], out_lens
 
 
-def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int]) -> Dict[str, object]:
+def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restorer=None) -> Dict[str, object]:
     from lhotse import load_manifest_lazy
     from lhotse.dataset import DynamicBucketingSampler
 
@@ -125,11 +130,18 @@ def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int]) -> Dict
             enc, enc_lens = model.encoder(feats, lens, chunk_size=args.chunk_size,
                                           left_context_frames=args.left_context_frames)
         for m in modes:
+            if restorer is not None and m == MODE_P:
+                continue  # the cascade's P comes from its N output below
             search_mode = MODE_P if model.model_type == "punct" else m
             ids = search(model, enc, enc_lens, search_mode, args.decoding_method, args.beam_size)
             for cid, h in zip(batch["cut_ids"], ids):
                 text = tokenizer.decode(h)
                 hyps[m][cid] = normalized(text) if (model.model_type == "punct" and m == MODE_N) else text
+        if restorer is not None:
+            from zipformer_pc.restore import cascade_restore
+
+            batch_n = {cid: hyps[MODE_N][cid] for cid in batch["cut_ids"]}
+            hyps[MODE_P].update(cascade_restore(batch_n, restorer))
         elapsed += time.perf_counter() - t0
         audio += sum(batch["durations"])
         for cid, n, p in zip(batch["cut_ids"], batch["texts_n"], batch["texts_p"]):
@@ -154,10 +166,23 @@ def main() -> None:
     if args.streaming and args.chunk_size <= 0:
         raise SystemExit("--streaming true needs --chunk-size > 0")
     available = {"punct": [MODE_N, MODE_P], "norm": [MODE_N]}.get(model.model_type, [MODE_N, MODE_P])
+    restorer = None
+    if args.restore_model:
+        if model.model_type != "norm":
+            raise SystemExit(f"--restore-model makes a cascade from a norm model, not a {model.model_type} model")
+        from zipformer_pc.restore import load_restorer
+
+        path = args.restore_model
+        restorer = load_restorer(onnx=path, num_threads=args.num_threads) if path.endswith(".onnx") else \
+            load_restorer(checkpoint=path, num_threads=args.num_threads)
+        available = [MODE_N, MODE_P]
     wanted = [{"N": MODE_N, "P": MODE_P}[m] for m in args.modes.split(",")]
     modes = [m for m in wanted if m in available]
+    if restorer is not None and MODE_P in modes and MODE_N not in modes:
+        modes = [MODE_N, MODE_P]  # the cascade's P needs its N output
     if not modes:
         raise SystemExit(f"A {model.model_type} model has none of the modes {args.modes}")
+    model_name = "cascade" if restorer is not None else model.model_type
     suffix = f"{args.decoding_method}-{model.desc}"
     if args.decoding_method == "modified_beam_search":
         suffix += f"-beam-{args.beam_size}"
@@ -165,12 +190,14 @@ def main() -> None:
         suffix += f"-chunk-{args.chunk_size}-left-{args.left_context_frames}"
     if args.streaming:
         suffix += "-streaming"
+    if restorer is not None:
+        suffix += "-cascade"
     out_dir = Path(args.exp_dir) / args.decoding_method
     out_dir.mkdir(parents=True, exist_ok=True)
 
     rows = []
     for name, path in tests:
-        res = decode_set(model, tokenizer, path, args, modes)
+        res = decode_set(model, tokenizer, path, args, modes, restorer)
         rtf = res["decode_sec"] / max(res["audio_sec"], 1e-9)
         logging.info(f"{name}: {len(res['refs_n'])} utterances, {res['audio_sec']:.1f} s audio, RTF {rtf:.3f}")
         summaries: Dict[int, Dict[str, object]] = {}
@@ -188,7 +215,9 @@ def main() -> None:
                     continue
             score = score_corpus(pairs)
             summ = score.summary()
-            summ.update({"rtf": rtf, "test_set": name, "mode": tag, "model_type": model.model_type, "checkpoint": model.desc})
+            summ.update({"rtf": rtf, "test_set": name, "mode": tag, "model_type": model_name, "checkpoint": model.desc})
+            if restorer is not None:
+                summ["restore_model"] = args.restore_model
             summaries[m] = summ
             stem = f"{name}-{tag}-{suffix}"
             write_recogs(out_dir / f"recogs-{stem}.txt", pairs)
@@ -204,7 +233,7 @@ def main() -> None:
                 for k in ("punc_er", "case_er", "pc_wer", "per", "wer_c", "wer_pc"):
                     row[k] = None
             rows.append((name, row))
-    table = [f"Model: {model.model_type} ({args.exp_dir}, {model.desc}), {suffix}", "", markdown_header("test set")]
+    table = [f"Model: {model_name} ({args.exp_dir}, {model.desc}), {suffix}", "", markdown_header("test set")]
     table += [markdown_row(n, r) for n, r in rows]
     text = "\n".join(table) + "\n"
     (out_dir / f"results-{suffix}.md").write_text(text)
