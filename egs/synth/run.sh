@@ -48,4 +48,4 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
 fi
 
 log "Done. Prepared data: $data_dir/synth (statistics in $data_dir/synth/stats.md)."
-log "Training, decoding, export and the results tables are not part of this recipe yet."
+log "Restoration model (cascade, P'): $data_dir/synth/restore/p1 (results.md). Training, decoding, export and the results tables of every configuration are not part of this recipe yet."
