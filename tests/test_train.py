@@ -84,8 +84,9 @@ def test_two_process_gloo_ddp(tiny_corpus, tmp_path):
     assert (tmp_path / "checkpoint-2.pt").exists()
 
 
-def test_tiny_conditioned_validation_loss_falls(tiny_corpus, tmp_path):
-    run(train_cmd(tiny_corpus, tmp_path, "--model-type", "conditioned", "--num-epochs", "3",
+@pytest.mark.parametrize("model_type", ["conditioned", "two-decoder"])
+def test_tiny_validation_loss_falls_and_checkpoints_average(tiny_corpus, tmp_path, model_type):
+    run(train_cmd(tiny_corpus, tmp_path, "--model-type", model_type, "--num-epochs", "3",
                   "--save-every-n", "1000", "--base-lr", "0.045"), timeout=900)
     losses = []
     for e in (1, 3):
@@ -95,3 +96,18 @@ def test_tiny_conditioned_validation_loss_falls(tiny_corpus, tmp_path):
         vp = float(line.split("'valid_loss_p': ")[1].split(",")[0])
         losses.append((vn, vp))
     assert losses[1][0] < losses[0][0] and losses[1][1] < losses[0][1], losses
+
+    # --epoch 3 --avg 2: plain average of epochs 2 and 3, or (default) the
+    # running averages' difference between the end of epoch 1 and of epoch 3
+    from zipformer_pc.checkpoint import averaged_weights, load_checkpoint, load_model_for_inference
+
+    e1, e2, e3 = (load_checkpoint(tmp_path / f"epoch-{e}.pt") for e in (1, 2, 3))
+    plain = averaged_weights(tmp_path, 3, 2, use_averaged_model=False)["model"]
+    key = next(k for k, v in plain.items() if v.is_floating_point() and v.numel() > 100)
+    torch.testing.assert_close(plain[key], (e2["model"][key] + e3["model"][key]) / 2)
+    running = averaged_weights(tmp_path, 3, 2)["model"]
+    b1, b3 = e1["batch_idx_train"], e3["batch_idx_train"]
+    expected = (e3["model_avg"][key] * b3 - e1["model_avg"][key] * b1) / (b3 - b1)
+    torch.testing.assert_close(running[key], expected, rtol=1e-4, atol=1e-5)
+    model = load_model_for_inference(tmp_path, 3, 2)
+    assert model.desc == "epoch-3-avg-2" and not model.training and model.model_type == model_type
