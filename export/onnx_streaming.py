@@ -27,9 +27,10 @@ In Python::
 
 Search is greedy with at most one token per encoder frame, per mode, exactly
 as sherpa-onnx's ``greedy_search`` (which also treats ``<unk>`` as blank:
-it is never emitted and does not enter the predictor's context); the joiner is evaluated on all remaining
-frames of a chunk at once until the first non-blank (the result is the same
-as frame-by-frame search, with far fewer session calls).
+it is never emitted and does not enter the predictor's context), with one
+joiner call per frame as sherpa-onnx makes for one stream (an int8 joiner
+quantizes each call's input with its own scale, so batching frames would
+change the result).
 """
 
 import argparse
@@ -390,22 +391,19 @@ class StreamingRecognizer:
         return n
 
     def _greedy(self, mode: str, enc: np.ndarray, hyp: _ModeState, frame0: int) -> None:
+        # One joiner call per frame, as sherpa-onnx does for one stream: an
+        # int8 joiner quantizes its input dynamically with one scale per call,
+        # so frames batched together would change each other's logits.
         joiner, decoder = self.joiners[mode], self.decoders[mode]
-        t, num = 0, enc.shape[0]
-        while t < num:
-            rest = enc[t:]
-            logits = joiner.run(None, {"encoder_out": rest,
-                                       "decoder_out": np.repeat(hyp.decoder_out, rest.shape[0], axis=0)})[0]
-            best = logits.argmax(axis=-1)
-            hits = np.nonzero((best != BLANK_ID) & (best != self.unk_id))[0]
-            if hits.size == 0:
-                return
-            k = int(hits[0])
-            hyp.tokens.append(int(best[k]))
-            hyp.frames.append(frame0 + t + k)
+        for t in range(enc.shape[0]):
+            logits = joiner.run(None, {"encoder_out": enc[t : t + 1], "decoder_out": hyp.decoder_out})[0]
+            best = int(logits[0].argmax())
+            if best == BLANK_ID or best == self.unk_id:
+                continue
+            hyp.tokens.append(best)
+            hyp.frames.append(frame0 + t)
             ctx = ([BLANK_ID] * self.context_size + hyp.tokens)[-self.context_size:]
             hyp.decoder_out = decoder.run(None, {"y": np.array([ctx], dtype=np.int64)})[0]
-            t += k + 1
 
     def text(self, token_ids: Sequence[int]) -> str:
         return " ".join("".join(self.tokens[i] for i in token_ids).replace("\u2581", " ").split())

@@ -366,12 +366,13 @@ def test_other_sample_rates_are_resampled(exported, test_audio):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("int8", [False, True], ids=["fp32", "int8"])
 @pytest.mark.parametrize("mode", ["P", "N"])
-def test_sherpa_onnx_gives_the_same_text(exported, test_audio, mode):
+def test_sherpa_onnx_gives_the_same_text(exported, test_audio, mode, int8):
     import sherpa_onnx
 
     out, _ = exported
-    files = find_model_files(out)
+    files = find_model_files(out, int8=int8)
     rec = StreamingRecognizer(files)
     sherpa = sherpa_onnx.OnlineRecognizer.from_transducer(
         tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),

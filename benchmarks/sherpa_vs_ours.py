@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Our onnxruntime streaming recognizer against sherpa-onnx on the same exported model.
+
+Usage:
+  python benchmarks/sherpa_vs_ours.py                           # random paper-size model, synthetic audio
+  python benchmarks/sherpa_vs_ours.py --encoder tiny --duration 2 --num-utts 2
+  python benchmarks/sherpa_vs_ours.py --model-dir egs/synth/exp/cond_p/onnx --wavs a.wav wavs/
+
+Both sides get the same files (``export/export_onnx.py``'s layout), the same
+16 kHz audio fed in pieces of ``--piece-seconds`` as a live stream, 1
+intra-op thread and greedy search.  For every output mode the model has, our
+:class:`onnx_streaming.StreamingRecognizer` searching that mode only is timed
+against ``sherpa_onnx.OnlineRecognizer.from_transducer`` loaded with the
+mode's ``(encoder, decoder-MODE, joiner-MODE)`` triple, in fp32 and int8.  The
+time of one utterance runs from creating the stream to the final result
+(feature extraction, encoder, search).  Both get the same tail padding
+(sherpa-onnx runs a chunk once one frame more than its input is ready, so it
+gets one extra padding frame).  The runs alternate within each of
+``--repeats`` passes over the audio and the fastest pass of each counts, which
+damps the effect of other load on the machine.
+
+Printed: RTF of each side, the ratio ours/sherpa (goal: <= 1.3), how many
+transcripts agree, tokens emitted per second; and, for a model with both
+modes, our RTF searching both modes from one encoder pass against searching
+one (goal: <= 1.15).  Prints the figures; asserts nothing.
+
+Without ``--model-dir`` a model with random weights is built (``--encoder``
+size, ``--model-type``, ``--vocab-size`` tokens) and exported (fp32 + int8) to
+a temporary directory (``--keep-dir`` keeps it).  A random joiner would emit a
+token on nearly every frame, which a trained model never does, and greedy
+search's cost depends on that; so each joiner's output layer is replaced
+(:func:`emit_like_a_trained_model`) so that greedy search emits on about
+``--emit-fraction`` of the encoder frames (a trained model emits on roughly a
+sixth to a tenth of them), choosing varied tokens.  Without ``--wavs`` the
+audio is ``--num-utts`` synthetic utterances of ``--duration`` seconds
+(a voiced, syllable-modulated signal after 0.3 s of silence).
+"""
+
+import argparse
+import gc
+import math
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+for _p in (str(ROOT), str(ROOT / "export")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from onnx_streaming import Resampler, StreamingRecognizer, find_model_files, read_wav  # noqa: E402
+
+RATE = 16000
+GOAL_RATIO = 1.3
+GOAL_BOTH = 1.15
+
+
+# ---------------------------------------------------------------------------
+# audio
+
+
+def synthetic_utterance(seconds: float, seed: int, rate: int = RATE) -> np.ndarray:
+    """A speech-like test signal: 0.3 s of silence, then a harmonic tone whose
+    pitch drifts, amplitude-modulated at a syllable rate, with a little noise."""
+    rng = np.random.default_rng(seed)
+    n = int(seconds * rate)
+    lead = min(n, int(0.3 * rate))
+    t = np.arange(n - lead) / rate
+    f0 = 110 + 40 * np.sin(2 * np.pi * rng.uniform(0.2, 0.5) * t + rng.uniform(0, 2 * np.pi))
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    voiced = sum((0.6 / k) * np.sin(k * phase + rng.uniform(0, 2 * np.pi)) for k in range(1, 12))
+    syllables = 0.5 * (1 + np.sin(2 * np.pi * rng.uniform(3.0, 5.0) * t)) ** 2
+    x = 0.15 * voiced * syllables + 0.01 * rng.standard_normal(t.size)
+    return np.concatenate([np.zeros(lead), x]).astype(np.float32)
+
+
+def load_wavs(paths: Sequence[str]) -> List[Tuple[str, np.ndarray]]:
+    """The wav files (folders searched recursively), resampled to 16 kHz outside any timing."""
+    files: List[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(p.rglob("*.wav"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise SystemExit(f"sherpa_vs_ours.py: {p} does not exist")
+    if not files:
+        raise SystemExit("sherpa_vs_ours.py: no wav file found in --wavs")
+    out = []
+    for f in files:
+        x, rate = read_wav(str(f))
+        if rate != RATE:
+            r = Resampler(rate, RATE)
+            x = np.concatenate([r.process(x), r.flush()])
+        out.append((f.stem, x.astype(np.float32)))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# a random model that emits like a trained one
+
+
+def write_tokens(path: Path, vocab_size: int) -> None:
+    """``<blk> <sos/eos> <unk>``, three marks, then word-start, capitalised and inner pieces."""
+    names = ["<blk>", "<sos/eos>", "<unk>", ".", ",", "?"]
+    kinds = ("\u2581w{}", "\u2581W{}", "x{}")
+    names += [kinds[i % 3].format(i) for i in range(vocab_size - len(names))]
+    path.write_text("".join(f"{t} {i}\n" for i, t in enumerate(names)), encoding="utf-8")
+
+
+def emit_like_a_trained_model(model, samples: np.ndarray, fraction: float, seed: int = 0) -> None:
+    """Replace every joiner's output layer (in place) so that greedy search on
+    ``samples`` emits a token on about ``fraction`` of the encoder frames.
+
+    The new layer scores each non-blank token by a seeded random projection of
+    the joiner's hidden vector minus its mean over ``samples`` (so the winner
+    changes from frame to frame); blank gets a constant logit, the
+    ``1 - fraction`` quantile over frames of the best non-blank score (with the
+    predictor in its start state).  ``<sos/eos>`` and ``<unk>`` never win.
+    """
+    import torch
+
+    from zipformer_pc.decoder import MODE_P
+    from zipformer_pc.features import knf_fbank
+
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"--emit-fraction must be in (0, 1), got {fraction}")
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        feats = torch.from_numpy(knf_fbank(samples)).unsqueeze(0)
+        enc, _ = model.encoder(feats, torch.tensor([feats.size(1)]))
+        start = torch.zeros(1, model.cfg.context_size, dtype=torch.long)
+        for name, joiner in model.joiners.items():
+            decoder = model.decoders[name]
+            dec = decoder(start, mode=MODE_P if decoder.conditioned else None, need_pad=False)[:, -1]
+            hidden = torch.tanh(joiner.encoder_proj(enc[0]) + joiner.decoder_proj(dec))  # (T, J)
+            mean = hidden.mean(dim=0)
+            spread = float((hidden - mean).norm(dim=1).mean()) or 1.0
+            vocab, dim = joiner.output_linear.weight.shape
+            weight = torch.randn(vocab, dim, generator=g) / spread
+            weight[:3] = 0.0  # blank, <sos/eos>, <unk>: constant logits
+            bias = -weight @ mean
+            bias[1:3] = -1e4
+            best = (hidden @ weight.t() + bias)[:, 3:].max(dim=1).values
+            bias[0] = float(torch.quantile(best, 1.0 - fraction))
+            joiner.output_linear.weight.copy_(weight)
+            joiner.output_linear.bias.copy_(bias)
+
+
+def build_random_export(args: argparse.Namespace, out_dir: Path, calibration: np.ndarray) -> Tuple[str, int]:
+    """Export a random model (fp32 + int8) to ``out_dir``; returns its description and parameter count."""
+    import torch
+
+    from export_onnx import export_model
+    from zipformer_pc.model import HeadConfig, build_model, make_model_config
+
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    head = HeadConfig(model_type=args.model_type, vocab_size=args.vocab_size)
+    model = build_model(make_model_config(args.encoder, {}, head)).eval()
+    params = sum(p.numel() for p in model.parameters())
+    emit_like_a_trained_model(model, calibration, args.emit_fraction, args.seed)
+    tokens = out_dir / "tokens.txt"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_tokens(tokens, args.vocab_size)
+    export_model(model, out_dir, tokens, args.chunk_size, args.left_context_frames, int8=True,
+                 desc=f"random, {args.encoder} encoder")
+    return f"random {args.model_type}, {args.encoder} encoder", params
+
+
+# ---------------------------------------------------------------------------
+# timing
+
+
+def time_ours(rec: StreamingRecognizer, audio: Sequence[np.ndarray], piece: float
+              ) -> Tuple[float, List[Dict[str, str]], Dict[str, int]]:
+    """Seconds for all of ``audio``, the transcripts, and the tokens emitted per mode."""
+    step = max(1, int(piece * RATE))
+    total, texts, tokens = 0.0, [], {m: 0 for m in rec.search_modes}
+    for x in audio:
+        t0 = time.perf_counter()
+        s = rec.create_stream()
+        for i in range(0, len(x), step):
+            s.accept_waveform(RATE, x[i : i + step])
+            rec.decode_stream(s)
+        s.input_finished()
+        rec.decode_stream(s)
+        res = rec.get_result(s)
+        total += time.perf_counter() - t0
+        texts.append(res)
+        for m, t in rec.get_tokens(s).items():
+            tokens[m] += len(t)
+    return total, texts, tokens
+
+
+def time_sherpa(rec, ours: StreamingRecognizer, audio: Sequence[np.ndarray], piece: float) -> Tuple[float, List[str]]:
+    step = max(1, int(piece * RATE))
+    total, texts = 0.0, []
+    for x in audio:
+        # the tail padding ours adds in input_finished, plus the frame sherpa-onnx waits for
+        pad = np.zeros((ours.tail_padding_frames(len(x), 0) + 1) * ours.frame_shift, dtype=np.float32)
+        t0 = time.perf_counter()
+        st = rec.create_stream()
+        for i in range(0, len(x), step):
+            st.accept_waveform(RATE, x[i : i + step])
+            while rec.is_ready(st):
+                rec.decode_stream(st)
+        st.accept_waveform(RATE, pad)
+        st.input_finished()
+        while rec.is_ready(st):
+            rec.decode_stream(st)
+        text = rec.get_result(st)
+        total += time.perf_counter() - t0
+        texts.append(" ".join(text.split()))
+    return total, texts, {}
+
+
+def sherpa_recognizer(files: Dict[str, Path], mode: str, meta: Dict[str, str]):
+    import sherpa_onnx
+
+    return sherpa_onnx.OnlineRecognizer.from_transducer(
+        tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),
+        joiner=str(files[f"joiner-{mode}"]), num_threads=1, sample_rate=int(float(meta["fbank_sampling_rate"])),
+        feature_dim=int(meta["fbank_num_mel_bins"]), low_freq=float(meta["fbank_low_freq"]),
+        high_freq=float(meta["fbank_high_freq"]), dither=float(meta["fbank_dither"]),
+        snip_edges=meta["fbank_snip_edges"] == "true", decoding_method="greedy_search")
+
+
+def compare(files: Dict[str, Path], audio: Sequence[np.ndarray], args: argparse.Namespace) -> Dict[str, object]:
+    """Best-of-``repeats`` seconds of every run on one precision's files."""
+    both = StreamingRecognizer(files, num_threads=1)
+    modes = list(both.search_modes)
+    ours = {m: StreamingRecognizer(files, num_threads=1, modes=[m]) for m in modes}
+    sherpa = {m: sherpa_recognizer(files, m, both.meta) for m in modes}
+    runs = [(f"sherpa-{m}", m) for m in modes] + [(f"ours-{m}", m) for m in modes]
+    if len(modes) > 1:
+        runs.append(("ours-both", None))
+    best: Dict[str, float] = {}
+    texts: Dict[str, list] = {}
+    tokens: Dict[str, int] = {}
+
+    def run(key: str, mode: Optional[str], clip: Sequence[np.ndarray]):
+        if key.startswith("sherpa"):
+            return time_sherpa(sherpa[mode], both, clip, args.piece_seconds)
+        return time_ours(ours[mode] if mode else both, clip, args.piece_seconds)
+
+    for key, mode in runs:  # warm-up, untimed
+        run(key, mode, [audio[0][: 2 * RATE]])
+    for r in range(args.repeats):
+        order = runs if r % 2 == 0 else runs[::-1]
+        for key, mode in order:
+            seconds, out, emitted = run(key, mode, audio)
+            best[key] = min(best.get(key, math.inf), seconds)
+            texts[key] = out
+            if key.startswith("ours-") and mode:
+                tokens[mode] = emitted[mode]
+    result: Dict[str, object] = {"modes": modes, "best": best}
+    result["agree"] = {m: sum(o[m] == s for o, s in zip(texts[f"ours-{m}"], texts[f"sherpa-{m}"])) for m in modes}
+    result["tokens"] = tokens
+    return result
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-dir", type=Path, default=None, help="an existing export (default: a random model)")
+    p.add_argument("--wavs", nargs="*", default=[], help="wav files or folders (default: synthetic audio)")
+    p.add_argument("--encoder", default="paper", help="encoder config of the random model [paper]")
+    p.add_argument("--model-type", default="conditioned", help="model type of the random model [conditioned]")
+    p.add_argument("--vocab-size", type=int, default=500, help="tokens of the random model [500]")
+    p.add_argument("--emit-fraction", type=float, default=0.15,
+                   help="fraction of encoder frames the random model emits on [0.15]")
+    p.add_argument("--chunk-size", type=int, default=32, help="export chunk, 50 Hz frames [32]")
+    p.add_argument("--left-context-frames", type=int, default=128, help="export left context [128]")
+    p.add_argument("--num-utts", type=int, default=4, help="synthetic utterances [4]")
+    p.add_argument("--duration", type=float, default=8.0, help="seconds per synthetic utterance [8]")
+    p.add_argument("--piece-seconds", type=float, default=0.1, help="audio per accept_waveform call [0.1]")
+    p.add_argument("--precisions", default="fp32,int8", help="comma list of fp32,int8 [fp32,int8]")
+    p.add_argument("--repeats", type=int, default=3, help="timed passes over the audio; the fastest counts [3]")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--keep-dir", type=Path, default=None, help="export the random model here and keep it")
+    return p
+
+
+def main(argv=None) -> Dict[str, Dict[str, object]]:
+    args = get_parser().parse_args(argv)
+    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    if not precisions or any(p not in ("fp32", "int8") for p in precisions):
+        raise SystemExit(f"sherpa_vs_ours.py: --precisions must list fp32 and/or int8, got {args.precisions!r}")
+    if args.repeats < 1 or args.num_utts < 1 or args.duration <= 0:
+        raise SystemExit("sherpa_vs_ours.py: --repeats, --num-utts and --duration must be positive")
+    if args.wavs:
+        named = load_wavs(args.wavs)
+        source = f"{len(named)} wav file(s)"
+    else:
+        named = [(f"synth{i}", synthetic_utterance(args.duration, args.seed + i)) for i in range(args.num_utts)]
+        source = f"{args.num_utts} synthetic utterance(s) of {args.duration:g} s"
+    audio = [x for _, x in named]
+    seconds = sum(len(x) for x in audio) / RATE
+
+    tmp: Optional[Path] = None
+    if args.model_dir is not None:
+        model_dir = args.model_dir
+        if not model_dir.is_dir():
+            raise SystemExit(f"sherpa_vs_ours.py: --model-dir {model_dir} does not exist")
+        desc, params = f"export in {model_dir}", None
+    else:
+        if args.keep_dir is not None:
+            model_dir = args.keep_dir
+        else:
+            tmp = Path(tempfile.mkdtemp(prefix="sherpa_vs_ours_"))
+            model_dir = tmp
+        t0 = time.perf_counter()
+        desc, params = build_random_export(args, model_dir, audio[0])
+        print(f"built and exported {desc} ({params / 1e6:.1f}M parameters) in {time.perf_counter() - t0:.0f} s",
+              flush=True)
+    try:
+        results: Dict[str, Dict[str, object]] = {}
+        sets = {}
+        for prec in precisions:
+            try:
+                sets[prec] = find_model_files(model_dir, int8=prec == "int8")
+            except FileNotFoundError as e:
+                print(f"{prec}: skipped ({e})")
+        if not sets:
+            raise SystemExit(f"sherpa_vs_ours.py: no usable export in {model_dir}")
+        print(f"model: {desc}; audio: {source}, {seconds:.1f} s in pieces of {args.piece_seconds:g} s; "
+              f"1 thread each, greedy search, fastest of {args.repeats} pass(es)", flush=True)
+        header = (f"{'precision':<9} {'mode':<4} {'sherpa RTF':>10} {'ours RTF':>9} {'ours/sherpa':>11} "
+                  f"{'same text':>9} {'tokens/s':>8}")
+        print(f"\nours (1 mode searched) vs sherpa-onnx, same triple; goal ours/sherpa <= {GOAL_RATIO}")
+        print(header)
+        print("-" * len(header))
+        for prec, files in sets.items():
+            r = compare(files, audio, args)
+            results[prec] = r
+            best = r["best"]  # type: ignore[assignment]
+            for m in r["modes"]:  # type: ignore[union-attr]
+                s_rtf, o_rtf = best[f"sherpa-{m}"] / seconds, best[f"ours-{m}"] / seconds
+                r[f"ratio-{m}"] = o_rtf / s_rtf
+                print(f"{prec:<9} {m:<4} {s_rtf:>10.4f} {o_rtf:>9.4f} {o_rtf / s_rtf:>11.2f} "
+                      f"{r['agree'][m]:>4}/{len(audio):<4} {r['tokens'][m] / seconds:>8.1f}", flush=True)
+            gc.collect()
+        both_rows = [(p, r) for p, r in results.items() if "ours-both" in r["best"]]  # type: ignore[operator]
+        if both_rows:
+            print(f"\nours, both modes from one encoder pass vs one mode searched; goal both/single <= {GOAL_BOTH}")
+            for prec, r in both_rows:
+                best = r["best"]  # type: ignore[assignment]
+                both_rtf = best["ours-both"] / seconds
+                parts = []
+                for m in r["modes"]:  # type: ignore[union-attr]
+                    single = best[f"ours-{m}"] / seconds
+                    r[f"both_over_{m}"] = both_rtf / single
+                    parts.append(f"single {m} {single:.4f} (both/single {both_rtf / single:.2f})")
+                print(f"{prec:<9} both {both_rtf:.4f}; " + "; ".join(parts), flush=True)
+        return results
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""export/measure_rtf.py (streaming RTF + scores of exported models, cascade
+included) and benchmarks/sherpa_vs_ours.py, on tiny random models and cuts."""
+
+import json
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+for _p in (ROOT / "export", ROOT / "benchmarks"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import measure_rtf  # noqa: E402
+import sherpa_vs_ours  # noqa: E402
+from export_onnx import export_model  # noqa: E402
+from onnx_streaming import StreamingRecognizer, find_model_files  # noqa: E402
+
+from zipformer_pc.metrics import score_corpus  # noqa: E402
+from zipformer_pc.model import HeadConfig, build_model, make_model_config  # noqa: E402
+from zipformer_pc.references import P_KEY  # noqa: E402
+
+CHUNK, LEFT = 32, 64
+VOCAB = 67
+# (N reference, P reference or None): the second cut has no P reference
+REFS = [("w6 x9 w12 w15", "W6 x9, w12 w15."), ("w3 w9 x12", None), ("w21 x24 w27", "W21 x24 w27?")]
+
+
+def _write_wav(path: Path, x: np.ndarray, rate: int = 16000) -> None:
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+
+
+def _random_export(model_type: str, tokens: Path, out: Path, calibration: np.ndarray) -> Path:
+    torch.manual_seed(0)
+    head = HeadConfig(model_type=model_type, vocab_size=VOCAB, decoder_dim=64, joiner_dim=64, mode_dim=8)
+    model = build_model(make_model_config("tiny", {}, head)).eval()
+    sherpa_vs_ours.emit_like_a_trained_model(model, calibration, fraction=0.3)
+    export_model(model, out, tokens, CHUNK, LEFT, int8=True)
+    return out
+
+
+def _restoration_onnx(path: Path) -> Path:
+    """A tiny untrained restoration model exported the way zipformer_pc.restore does."""
+    from zipformer_pc.restore import (ModelConfig, PieceEncoder, RestorationModel, export_onnx, make_meta,
+                                      save_checkpoint, train_sentencepiece)
+    from zipformer_pc.text import DEFAULT_PUNCT
+
+    lines = [" ".join(f"w{(i * 7 + k) % 40} x{(i + k) % 30}" for k in range(6)) for i in range(60)]
+    spm_model = train_sentencepiece(lines, 40)
+    torch.manual_seed(0)
+    model = RestorationModel(ModelConfig(vocab_size=PieceEncoder(spm_model).vocab_size, d_model=32, num_layers=1,
+                                         num_heads=2, ff_dim=64, kernel_size=3, dropout=0.0)).eval()
+    save_checkpoint(path.with_suffix(".pt"), model, spm_model, make_meta(DEFAULT_PUNCT, {}), {})
+    export_onnx(str(path.with_suffix(".pt")), str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from lhotse import CutSet, Recording, SupervisionSegment
+
+    torch.set_num_threads(1)
+    d = tmp_path_factory.mktemp("rtf")
+    audio = [sherpa_vs_ours.synthetic_utterance(1.2 + 0.3 * i, seed=i) for i in range(len(REFS))]
+    tokens = d / "tokens.txt"
+    sherpa_vs_ours.write_tokens(tokens, VOCAB)
+    cond = _random_export("conditioned", tokens, d / "cond", audio[0])
+    norm = _random_export("norm", tokens, d / "norm", audio[0])
+    restore = _restoration_onnx(d / "restore.onnx")
+    cuts = []
+    for i, ((n, p), x) in enumerate(zip(REFS, audio)):
+        _write_wav(d / f"u{i}.wav", x)
+        rec = Recording.from_file(d / f"u{i}.wav", recording_id=f"u{i}")
+        cut = rec.to_cut()
+        cut.supervisions = [SupervisionSegment(id=f"u{i}", recording_id=f"u{i}", start=0.0, duration=rec.duration,
+                                               text=n, custom={P_KEY: p} if p else None)]
+        cuts.append(cut)
+    CutSet.from_cuts(cuts).to_file(d / "cuts.jsonl.gz")
+    return {"dir": d, "cond": cond, "norm": norm, "restore": restore, "cuts": d / "cuts.jsonl.gz", "audio": audio}
+
+
+def _direct_scores(hyps):
+    """Score transcripts by utterance with zipformer_pc.metrics, as the paper's columns."""
+    n = score_corpus([(f"u{i}", REFS[i][0], h["N"]) for i, h in enumerate(hyps)]).summary()
+    p = score_corpus([(f"u{i}", REFS[i][1], h["P"]) for i, h in enumerate(hyps) if REFS[i][1]]).summary()
+    return {"wer": n["wer"], "punc_er": p["punc_er"], "case_er": p["case_er"], "pc_wer": p["pc_wer"]}
+
+
+def test_measure_rtf_rows_scores_and_cascade(setup, capsys):
+    d = setup["dir"]
+    md, js = d / "out" / "rtf.md", d / "out" / "rtf.json"
+    measure_rtf.main(["--system", f"cond={setup['cond']}", "--system", f"cascade={setup['norm']}:{setup['restore']}",
+                      "--cuts", str(setup["cuts"]), "--num-threads", "1,2", "--int8", "false,true",
+                      "--output-md", str(md), "--output-json", str(js)])
+    rows = json.loads(js.read_text())["rows"]
+    assert [(r["system"], r["num_threads"], r["precision"]) for r in rows] == [
+        (s, t, p) for s in ("cond", "cascade") for t in (1, 2) for p in ("fp32", "int8")]
+    table = md.read_text().splitlines()
+    assert table[0] == ("| system | model type | threads | precision | RTF | both/single | WER | PuncER | CaseER "
+                        "| PC-WER |")
+    assert len(table) == 2 + len(rows) and table == capsys.readouterr().out.strip().splitlines()[-len(table):]
+    assert all(line.startswith("| cond | conditioned |") for line in table[2:6])
+    assert all(line.startswith("| cascade | norm + restoration |") for line in table[6:])
+    total = sum(len(x) for x in setup["audio"]) / 16000
+    for r in rows:
+        assert r["rtf"] > 0 and r["num_utts"] == 3 and r["audio_seconds"] == pytest.approx(total, abs=1e-3)
+        assert r["num_utts_n"] == 3 and r["num_utts_p"] == 2
+    for r in rows[:4]:  # two modes: also timed with P alone
+        assert r["modes_searched"] == ["P", "N"] and r["single_mode"] == "P"
+        assert r["rtf_single"] > 0 and r["both_single_ratio"] == pytest.approx(r["rtf"] / r["rtf_single"])
+    for r in rows[4:]:
+        assert r["modes_searched"] == ["N"] and r["both_single_ratio"] is None and r["restore_model"]
+
+    from zipformer_pc.restore_runtime import OnnxRestorer
+
+    restorer = OnnxRestorer(str(setup["restore"]))
+    for int8 in (False, True):
+        cond = StreamingRecognizer(find_model_files(setup["cond"], int8))
+        cond_hyps = [cond.recognize(x, 16000) for x in setup["audio"]]
+        assert all(h["P"] and h["N"] for h in cond_hyps)  # the random model does emit
+        norm = StreamingRecognizer(find_model_files(setup["norm"], int8))
+        norm_n = [norm.recognize(x, 16000)["N"] for x in setup["audio"]]
+        cascade_hyps = [{"N": n, "P": restorer.restore([n])[0]} for n in norm_n]
+        assert any(h["P"] != h["N"] for h in cascade_hyps)  # restoration changed case or marks
+        for sysname, hyps in (("cond", cond_hyps), ("cascade", cascade_hyps)):
+            want = _direct_scores(hyps)
+            for r in (r for r in rows if r["system"] == sysname and r["int8"] == int8):
+                assert {k: r[k] for k in want} == pytest.approx(want), (sysname, int8, r["num_threads"])
+
+
+def test_measure_rtf_single_mode_search(setup, tmp_path):
+    js = tmp_path / "rtf.json"
+    measure_rtf.main(["--system", f"cond={setup['cond']}", "--cuts", str(setup["cuts"]), "--modes", "N",
+                      "--max-utterances", "2", "--output-json", str(js)])
+    (r,) = json.loads(js.read_text())["rows"]
+    assert r["modes_searched"] == ["N"] and r["num_utts"] == 2 and r["both_single_ratio"] is None
+    assert r["wer"] is not None and r["punc_er"] is None and r["pc_wer"] is None
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("nodir", "expected NAME=MODEL_DIR"),
+    ("=x", "expected NAME=MODEL_DIR"),
+    ("a=/nonexistent/model", "model directory /nonexistent/model does not exist"),
+    ("a={cond}:/nonexistent/restore.onnx", "restoration model /nonexistent/restore.onnx does not exist"),
+    ("a={dir}", "expected one encoder"),
+    ("a={cond}:{encoder}", "not a restoration model export"),
+    ("a={p_only}:{restore}", "a cascade restores the N output"),
+])
+def test_measure_rtf_bad_system_is_a_clear_error(setup, tmp_path, spec, match):
+    p_only = tmp_path / "p_only"  # a P-only export: the cond files without decoder-N / joiner-N
+    p_only.mkdir()
+    for f in setup["cond"].iterdir():
+        if not f.name.endswith(".int8.onnx") and "-N" not in f.name:
+            (p_only / f.name).symlink_to(f)
+    spec = spec.format(cond=setup["cond"], dir=setup["dir"], restore=setup["restore"], p_only=p_only,
+                       encoder=find_model_files(setup["cond"])["encoder"])
+    with pytest.raises(SystemExit) as e:
+        measure_rtf.main(["--system", spec, "--cuts", str(setup["cuts"])])
+    assert isinstance(e.value.code, str) and match in e.value.code, e.value.code
+    with pytest.raises(SystemExit, match="names must be unique"):
+        measure_rtf.main(["--system", f"a={setup['cond']}", "--system", f"a={setup['cond']}",
+                          "--cuts", str(setup["cuts"])])
+
+
+def test_measure_rtf_missing_int8_files(setup, tmp_path):
+    fp32_only = tmp_path / "fp32"
+    fp32_only.mkdir()
+    for p in setup["cond"].iterdir():
+        if not p.name.endswith(".int8.onnx"):
+            (fp32_only / p.name).symlink_to(p)
+    with pytest.raises(SystemExit, match=r"--system c: .*int8.*export with --int8 true"):
+        measure_rtf.main(["--system", f"c={fp32_only}", "--cuts", str(setup["cuts"]), "--int8", "false,true"])
+    with pytest.raises(SystemExit, match="--cuts .* does not exist"):
+        measure_rtf.main(["--system", f"c={fp32_only}", "--cuts", str(tmp_path / "none.jsonl.gz")])
+
+
+def test_sherpa_vs_ours_runs_a_tiny_model(capsys):
+    results = sherpa_vs_ours.main(["--encoder", "tiny", "--duration", "2", "--num-utts", "1", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert set(results) == {"fp32", "int8"}
+    for prec, r in results.items():
+        assert r["modes"] == ["P", "N"]
+        for key in ("sherpa-P", "sherpa-N", "ours-P", "ours-N", "ours-both"):
+            assert r["best"][key] > 0, (prec, key)
+        assert r["tokens"]["P"] > 0  # the calibrated random model emits
+    assert results["fp32"]["agree"] == {"P": 1, "N": 1}  # same decoding as sherpa-onnx
+    lines = out.splitlines()
+    rows = [line.split() for line in lines if line.startswith(("fp32 ", "int8 ")) and "both" not in line]
+    assert [(r[0], r[1]) for r in rows] == [("fp32", "P"), ("fp32", "N"), ("int8", "P"), ("int8", "N")]
+    for r in rows:
+        sherpa_rtf, ours_rtf, ratio = map(float, r[2:5])
+        assert sherpa_rtf > 0 and ours_rtf > 0 and ratio == pytest.approx(ours_rtf / sherpa_rtf, abs=0.011)
+    both = [line for line in lines if line.startswith(("fp32 ", "int8 ")) and " both " in line]
+    assert [line.split()[0] for line in both] == ["fp32", "int8"]
+    assert all("single P" in line and "single N" in line and "both/single" in line for line in both)
