@@ -17,6 +17,7 @@
 #   --seed N                      text selection, voices, subsets [42]
 #   --size default|tiny           synth corpus size preset [default]
 #   --train-hours H               synth training speech, overrides the preset [preset]
+#   --test-utts N                 synth utterances in test and in test_ood, overrides the preset [preset]
 #   --vocab-size N                sentencepiece vocabulary [256 synth, 500 librispeech, 120 tiny]
 #   --speed-perturb true|false    add 0.9x/1.1x copies of train [false]
 #   --proportions LIST            punctuated proportions [1.0,0.5,0.35,0.2,0.05]
@@ -50,6 +51,7 @@ nj=2
 seed=42
 size=default
 train_hours=""
+test_utts=""
 vocab_size=""
 speed_perturb=false
 proportions=1.0,0.5,0.35,0.2,0.05
@@ -66,11 +68,13 @@ case "$dataset" in
   *) echo "prepare.sh: --dataset must be synth or librispeech, not '$dataset'" >&2; exit 2 ;;
 esac
 case "$size" in
-  default) dev_utts=150; test_utts=300; ood_utts=300; preset_hours=2.0; preset_vocab=256 ;;
-  tiny) dev_utts=12; test_utts=12; ood_utts=12; preset_hours=0.06; preset_vocab=120 ;;
+  default) dev_utts=150; preset_test=300; preset_hours=2.0; preset_vocab=256 ;;
+  tiny) dev_utts=12; preset_test=12; preset_hours=0.06; preset_vocab=120 ;;
   *) echo "prepare.sh: --size must be default or tiny, not '$size'" >&2; exit 2 ;;
 esac
 [ -n "$train_hours" ] || train_hours=$preset_hours
+[ -n "$test_utts" ] || test_utts=$preset_test
+ood_utts=$test_utts
 if [ -z "$vocab_size" ]; then
   if [ "$dataset" = librispeech ]; then vocab_size=500; else vocab_size=$preset_vocab; fi
 fi

@@ -1,51 +1,307 @@
 #!/usr/bin/env bash
-# The full recipe on the embedded synthetic corpus (the README's main job).
+# The full recipe on the embedded synthetic corpus (the README's main job):
+# data, every model of the papers' tables, decoding, ONNX export, streaming
+# RTF and egs/synth/RESULTS.md.
 #
 # Usage (from the project root; ./run.sh sets up the environment first):
-#   bash run.sh
-#   bash run.sh --quick true            # a tiny corpus: minutes, for a first look
-#   bash egs/synth/run.sh --stage 0 --stop-stage 0
+#   bash run.sh                                   # everything, about an hour on 2 CPU cores
+#   bash run.sh --quick true                      # tiny corpus and short training: a few minutes
+#   bash egs/synth/run.sh --stage 4 --stop-stage 6          # decode, export, tables again
+#   bash egs/synth/run.sh --systems cond_p,norm --stage 1   # a subset of the systems
 #
 # Options (defaults in brackets):
-#   --stage N --stop-stage M   stages to run [0 .. 100]
-#   --quick true|false         tiny corpus and models [false]
+#   --stage N --stop-stage M   stages to run [0 .. 6]
+#   --quick true|false         tiny corpus, 1 epoch, results under EXP_DIR only [false]
 #   --data-dir DIR             prepared data [data]
-#   --exp-dir DIR              experiments and results [egs/synth/exp]
-#   --nj N                     parallel jobs [2]
+#   --exp-dir DIR              experiments [egs/synth/exp]
+#   --results-dir DIR          where RESULTS.md and figures/ go [egs/synth; EXP_DIR with --quick]
+#   --systems LIST             systems to train/decode (names below) [all]
+#   --train-hours H            training speech synthesized by prepare.sh [0.4; --quick: tiny preset]
+#   --test-utts N              utterances in test and in test_ood [100; --quick: tiny preset]
+#   --encoder NAME             encoder config [tiny]
+#   --num-epochs N --avg A     training epochs, checkpoints averaged for decoding [size preset]
+#   --max-duration S           seconds of audio per training batch [size preset]
+#   --nj N                     jobs run side by side (each with --threads-per-job threads) [2]
+#   --threads-per-job N        torch threads per training/decoding job [1]
+#   --rtf-utts N               test utterances for the streaming RTF (0: all) [size preset]
 #   --seed N                   everything random [42]
 #
 # Stages:
-#   0  data: text, TTS speech, fbank, tokenizer, punctuated-proportion subsets (prepare.sh)
-#   (training of every Table I / III configuration, decoding, ONNX export and
-#    streaming RTF are added by later work)
+#   0  data: text, TTS speech, fbank, tokenizer, punctuated-proportion subsets,
+#      restoration model and P' references (prepare.sh)
+#   1  train the Table I systems: punct_p (punct on P), punct_pauto (punct on P'),
+#      norm (the cascade's ASR), twodec_p / twodec_pauto (two-decoder on P+N / P'+N),
+#      cond_p / cond_pauto (conditioned on P+N / P'+N)
+#   2  train the Table III systems: conditioned with punctuated proportions
+#      0.5 0.35 0.2 0.05 from the fixed subsets (cond_pF) and from the paper's
+#      random per-batch split (cond_randF)
+#   3  train the alpha sweep: cond_p_a0.3, cond_p_a0.7 (cond_p has alpha 0.5)
+#   4  decode every system on test (in-domain) and test_ood (held-out voices and
+#      text), both modes, greedy search, simulated streaming (chunk 32, left 128);
+#      norm also as the cascade (restored by the restoration model)
+#   5  export the Table I systems to ONNX (fp32 + int8) and measure the streaming
+#      RTF and accuracy of the ONNX runtime (export/measure_rtf.py), 1 and 2 threads
+#   6  RESULTS.md with every table, significance marks and plots (local/make_results.py)
+#
+# Every stage is idempotent: a finished training (epoch-N.pt present) is not
+# run again, an interrupted one resumes from its last epoch; decoding and
+# export skip when their outputs exist.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 stage=0
-stop_stage=100
+stop_stage=6
 quick=false
 data_dir=data
 exp_dir=egs/synth/exp
+results_dir=""
+systems=all
+train_hours=""
+test_utts=""
+encoder=tiny
+num_epochs=""
+avg=""
+max_duration=""
 nj=2
+threads_per_job=1
+rtf_utts=""
 seed=42
 
+cmdline="bash egs/synth/run.sh $*"
 . local/parse_options.sh
 . ./path.sh
 
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (egs/synth/run.sh) $*"; }
+die() { echo "egs/synth/run.sh: $*" >&2; exit 2; }
 
-size=default
 case "$quick" in
-  true) size=tiny ;;
-  false) ;;
-  *) echo "egs/synth/run.sh: --quick must be true or false" >&2; exit 2 ;;
+  true) size=tiny; def_epochs=1; def_avg=1; def_maxdur=40; def_rtf=6; def_hours=""; def_test="" ;;
+  false) size=default; def_epochs=1; def_avg=1; def_maxdur=60; def_rtf=100; def_hours=0.4; def_test=100 ;;
+  *) die "--quick must be true or false" ;;
 esac
+num_epochs=${num_epochs:-$def_epochs}
+avg=${avg:-$def_avg}
+max_duration=${max_duration:-$def_maxdur}
+rtf_utts=${rtf_utts:-$def_rtf}
+train_hours=${train_hours:-$def_hours}
+test_utts=${test_utts:-$def_test}
+if [ -z "$results_dir" ]; then
+  if [ "$quick" = true ]; then results_dir=$exp_dir; else results_dir=egs/synth; fi
+fi
+[ "$avg" -le "$num_epochs" ] || die "--avg ($avg) must not exceed --num-epochs ($num_epochs)"
 mkdir -p "$exp_dir"
 
-if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
-  log "Stage 0: data preparation (size $size)"
-  ./prepare.sh --dataset synth --size "$size" --data-dir "$data_dir" --nj "$nj" --seed "$seed"
+dir=$data_dir/synth
+fbank=$dir/fbank
+chunk=32
+left=128
+
+# ------------------------------------------------------------------ systems
+# name | stage | model type | training manifest | extra training options | description
+SYSTEMS=(
+  "punct_p|1|punct|train_p1||punct, trained on P"
+  "punct_pauto|1|punct|train_pauto_p1|--use-auto-punct true|punct, trained on P' (auto-punctuated)"
+  "norm|1|norm|train_p1||norm (ASR of the cascade)"
+  "twodec_p|1|two-decoder|train_p1||two-decoder, P+N"
+  "twodec_pauto|1|two-decoder|train_pauto_p1|--use-auto-punct true|two-decoder, P'+N"
+  "cond_p|1|conditioned|train_p1||conditioned, P+N"
+  "cond_pauto|1|conditioned|train_pauto_p1|--use-auto-punct true|conditioned, P'+N"
+)
+for f in 0.5 0.35 0.2 0.05; do
+  SYSTEMS+=("cond_p$f|2|conditioned|train_p$f||conditioned, P for a fixed $f of the cuts")
+  SYSTEMS+=("cond_rand$f|2|conditioned|train_p1|--punct-proportion $f|conditioned, P for a random $f of each batch")
+done
+SYSTEMS+=("cond_p_a0.3|3|conditioned|train_p1|--alpha 0.3|conditioned, P+N, alpha 0.3")
+SYSTEMS+=("cond_p_a0.7|3|conditioned|train_p1|--alpha 0.7|conditioned, P+N, alpha 0.7")
+
+all_names=()
+for s in "${SYSTEMS[@]}"; do all_names+=("${s%%|*}"); done
+if [ "$systems" = all ]; then
+  selected=" ${all_names[*]} "
+else
+  selected=" ${systems//,/ } "
+  for n in $selected; do
+    case " ${all_names[*]} " in *" $n "*) ;; *) die "unknown system '$n' (known: ${all_names[*]})" ;; esac
+  done
+fi
+is_selected() { case "$selected" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+# the registry local/make_results.py reads
+registry=$exp_dir/systems.tsv
+{
+  printf 'name\tstage\tmodel_type\ttrain_cuts\toptions\tdescription\n'
+  for s in "${SYSTEMS[@]}"; do
+    IFS='|' read -r name st mtype cuts opts desc <<< "$s"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$st" "$mtype" "$cuts" "$opts" "$desc"
+  done
+} > "$registry"
+
+# -------------------------------------------------------------- job control
+# run_jobs NAME CMD...: run up to $nj commands side by side (each logs to its
+# own file); wait_jobs fails if any of them failed.
+pids=()
+job_names=()
+run_job() {
+  local name=$1 logf=$2; shift 2
+  while [ "$(jobs -rp | wc -l)" -ge "$nj" ]; do wait -n || true; done
+  log "  start $name (log: $logf)"
+  ( "$@" > "$logf" 2>&1 ) &
+  pids+=($!); job_names+=("$name")
+}
+wait_jobs() {
+  local i failed=0
+  for i in "${!pids[@]}"; do
+    if ! wait "${pids[$i]}"; then
+      echo "egs/synth/run.sh: ${job_names[$i]} failed; see its log" >&2; failed=1
+    fi
+  done
+  pids=(); job_names=()
+  [ "$failed" -eq 0 ] || exit 1
+}
+
+# time_stage N: record the stage's wall time in EXP_DIR/timing.tsv
+stage_start=0
+begin_stage() { stage_start=$(date +%s); log "Stage $1: $2"; }
+end_stage() {
+  local t=$(( $(date +%s) - stage_start ))
+  { grep -v "^$1	" "$exp_dir/timing.tsv" 2>/dev/null || true; printf '%s\t%s\t%s\n' "$1" "$t" "$2"; } \
+    | sort -n > "$exp_dir/timing.tsv.tmp"
+  mv "$exp_dir/timing.tsv.tmp" "$exp_dir/timing.tsv"
+  log "Stage $1 took $t s"
+}
+# mark_after MARKER TEXT CMD...: run CMD, then record TEXT in MARKER
+mark_after() { local marker=$1 text=$2; shift 2; "$@" && echo "$text" > "$marker"; }
+run_this() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+
+if run_this 0; then
+  begin_stage 0 "data preparation (size $size)"
+  prep_opts=()
+  [ -n "$train_hours" ] && prep_opts+=(--train-hours "$train_hours")
+  [ -n "$test_utts" ] && prep_opts+=(--test-utts "$test_utts")
+  ./prepare.sh --dataset synth --size "$size" --data-dir "$data_dir" --nj "$nj" --seed "$seed" "${prep_opts[@]}"
+  end_stage 0 "data preparation"
 fi
 
-log "Done. Prepared data: $data_dir/synth (statistics in $data_dir/synth/stats.md)."
-log "Restoration model (cascade, P'): $data_dir/synth/restore/p1 (results.md). Training, decoding, export and the results tables of every configuration are not part of this recipe yet."
+bpe_dir=$(ls -d "$dir"/lang_bpe_* 2>/dev/null | head -n 1 || true)
+[ -n "$bpe_dir" ] || die "no tokenizer under $dir: run stage 0 first"
+
+# ----------------------------------------------------------------- training
+train_system() {
+  local name=$1 mtype=$2 cuts=$3 opts=$4
+  local exp=$exp_dir/$name
+  local manifest=$fbank/synth_cuts_$cuts.jsonl.gz
+  [ -f "$manifest" ] || die "$manifest is missing: run stage 0 first"
+  if [ -f "$exp/epoch-$num_epochs.pt" ]; then
+    log "  $name: already trained ($num_epochs epochs)"
+    return
+  fi
+  local start=1 e
+  for ((e = num_epochs - 1; e >= 1; e--)); do
+    if [ -f "$exp/epoch-$e.pt" ]; then start=$((e + 1)); break; fi
+  done
+  mkdir -p "$exp"
+  # shellcheck disable=SC2086
+  set -- python3 -m zipformer_pc.train --exp-dir "$exp" --model-type "$mtype" --encoder "$encoder" \
+    --train-cuts "$manifest" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
+    --bpe-model "$bpe_dir/bpe.model" --num-epochs "$num_epochs" --start-epoch "$start" \
+    --max-duration "$max_duration" --num-threads "$threads_per_job" --seed "$seed" \
+    --valid-interval 100000 --log-interval 50 $opts
+  echo "$*" > "$exp/train_cmd.txt"
+  run_job "training of $name (epochs $start..$num_epochs)" "$exp/train.log" "$@"
+}
+
+for st in 1 2 3; do
+  run_this $st || continue
+  case $st in 1) what="Table I systems" ;; 2) what="Table III systems (punctuated proportion)" ;; 3) what="alpha sweep" ;; esac
+  begin_stage $st "training the $what: $num_epochs epochs, encoder $encoder, max duration $max_duration s, $nj jobs"
+  for s in "${SYSTEMS[@]}"; do
+    IFS='|' read -r name sst mtype cuts opts desc <<< "$s"
+    [ "$sst" = "$st" ] && is_selected "$name" || continue
+    train_system "$name" "$mtype" "$cuts" "$opts"
+  done
+  wait_jobs
+  end_stage $st "training: $what"
+done
+
+# ----------------------------------------------------------------- decoding
+test_sets="test=$fbank/synth_cuts_test.jsonl.gz,test_ood=$fbank/synth_cuts_test_ood.jsonl.gz"
+restore_onnx=$dir/restore/p1/restore.onnx
+if run_this 4; then
+  begin_stage 4 "decoding (greedy search, simulated streaming: chunk $chunk, left context $left)"
+  for s in "${SYSTEMS[@]}"; do
+    IFS='|' read -r name sst mtype cuts opts desc <<< "$s"
+    is_selected "$name" || continue
+    exp=$exp_dir/$name
+    [ -f "$exp/epoch-$num_epochs.pt" ] || die "$name is not trained ($exp/epoch-$num_epochs.pt missing): run stages 1-3"
+    variants=("")
+    [ "$mtype" = norm ] && variants+=("--restore-model $restore_onnx")
+    for extra in "${variants[@]}"; do
+      tag=$name; [ -n "$extra" ] && tag=${name}_cascade
+      marker=$exp/.done.decode${extra:+-cascade}
+      want="epoch=$num_epochs avg=$avg chunk=$chunk left=$left"
+      if [ -f "$marker" ] && [ "$(cat "$marker")" = "$want" ]; then
+        log "  $tag: already decoded"; continue
+      fi
+      # shellcheck disable=SC2086
+      run_job "decoding of $tag" "$exp/decode${extra:+-cascade}.log" mark_after "$marker" "$want" \
+        python3 -m zipformer_pc.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
+        --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
+        --chunk-size $chunk --left-context-frames $left --num-threads "$threads_per_job" $extra
+    done
+  done
+  wait_jobs
+  end_stage 4 "decoding"
+fi
+
+# ------------------------------------------------------- ONNX export and RTF
+suffix=epoch-$num_epochs-avg-$avg-chunk-$chunk-left-$left
+if run_this 5; then
+  begin_stage 5 "ONNX export (chunk $chunk, left context $left, fp32 + int8) and streaming RTF"
+  rtf_systems=()
+  for s in "${SYSTEMS[@]}"; do
+    IFS='|' read -r name sst mtype cuts opts desc <<< "$s"
+    [ "$sst" = 1 ] && is_selected "$name" || continue
+    exp=$exp_dir/$name
+    if [ -f "$exp/onnx/encoder-$suffix.int8.onnx" ]; then
+      log "  $name: already exported"
+    else
+      run_job "export of $name" "$exp/export.log" python3 export/export_onnx.py --exp-dir "$exp" \
+        --epoch "$num_epochs" --avg "$avg" --tokens "$bpe_dir/tokens.txt" \
+        --chunk-size $chunk --left-context-frames $left --int8 true
+    fi
+    # one row per architecture: the P' variants stream exactly like their P twins
+    case "$name" in
+      punct_p|twodec_p|cond_p) rtf_systems+=(--system "$name=$exp/onnx") ;;
+      norm) rtf_systems+=(--system "cascade=$exp/onnx:$restore_onnx") ;;
+    esac
+  done
+  wait_jobs
+  if [ ${#rtf_systems[@]} -gt 0 ]; then
+    # alone on the machine: nothing else runs while the RTF is measured
+    log "  streaming RTF on $rtf_utts test utterances (log: $exp_dir/rtf.log)"
+    python3 export/measure_rtf.py "${rtf_systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" \
+      --num-threads 1,2 --int8 false,true --max-utterances "$rtf_utts" \
+      --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json" > "$exp_dir/rtf.log" 2>&1 \
+      || { tail -n 20 "$exp_dir/rtf.log" >&2; die "RTF measurement failed (see $exp_dir/rtf.log)"; }
+    cat "$exp_dir/rtf.md"
+  fi
+  end_stage 5 "ONNX export and streaming RTF"
+fi
+
+# ------------------------------------------------------------------ results
+if run_this 6; then
+  begin_stage 6 "results tables and plots"
+  mkdir -p "$results_dir"
+  python3 local/make_results.py --exp-dir "$exp_dir" --data-dir "$dir" --results-dir "$results_dir" \
+    --num-epochs "$num_epochs" --avg "$avg" --encoder "$encoder" --max-duration "$max_duration" \
+    --command "$cmdline" --size "$size"
+  end_stage 6 "results"
+  cat "$results_dir/RESULTS.md" | sed -n '/^## Table I/,/^## Table II/p' | head -n -1
+fi
+
+log "Done (stages $stage..$stop_stage)."
+[ -f "$results_dir/RESULTS.md" ] && log "Results: $results_dir/RESULTS.md"
+if [ -d "$exp_dir/cond_p/onnx" ]; then
+  log "Streaming model (conditioned, both modes): $exp_dir/cond_p/onnx. Stream a wav file through it:"
+  echo "  .venv/bin/python export/onnx_streaming.py --model-dir $exp_dir/cond_p/onnx --int8 true YOUR.wav"
+fi

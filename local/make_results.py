@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""Write a recipe's RESULTS.md (and its figures) from its decoding outputs.
+
+Usage (egs/synth/run.sh stage 6 calls it):
+  python local/make_results.py --exp-dir egs/synth/exp --data-dir data/synth \
+      --results-dir egs/synth --num-epochs 8 --avg 3 --command "bash run.sh"
+
+Reads ``EXP_DIR/systems.tsv`` (the recipe's list of systems), every system's
+``greedy_search/recogs-*`` files written by ``zipformer_pc.decode``, the
+streaming RTF table of ``export/measure_rtf.py`` (``EXP_DIR/rtf.json``) and the
+stage timings (``EXP_DIR/timing.tsv``), and writes ``RESULTS_DIR/RESULTS.md``
+and ``RESULTS_DIR/figures/*.png``:
+
+* Table I: the paper's configurations on the in-domain test set, with the
+  parameter count and the streaming RTF;
+* Table II: the same systems on the out-of-domain test set;
+* Table III: the conditioned model with punctuated proportions 1, 0.5, 0.35,
+  0.2, 0.05, fixed subsets against the paper's random per-batch split;
+* the alpha sweep; per-mark PER (LibriSpeech-PC layout) of the conditioned
+  model; the ONNX streaming table.
+
+Every metric is recomputed here from the recognitions with
+``zipformer_pc.metrics`` (WER from the N output, the others from the P
+output), so the significance marks come from the same per-utterance errors:
+``*`` marks a difference from the table's reference system that the
+matched-pair test (MAPSSWE) finds significant at p < 0.05.  A system whose
+outputs are missing gets a row of ``-`` and is listed as missing, so a
+partial run still writes its tables.
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import logging
+import os
+import platform
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from zipformer_pc.metrics import CorpusScore, compare_systems, per_mark_table, score_corpus
+from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_transcripts
+
+TEST_SETS = (("test", "in-domain: Jane Austen text, training voices"),
+             ("test_ood", "out-of-domain: Moby Dick text, held-out voices"))
+PROPORTIONS = ("1", "0.5", "0.35", "0.2", "0.05")
+MAIN_COLUMNS = (("WER", "wer"), ("PuncER", "punc_er"), ("CaseER", "case_er"), ("PC-WER", "pc_wer"),
+                ("PER", "per"), ("WER-C", "wer_c"), ("WER-PC", "wer_pc"))
+SIG_KEYS = ("wer", "punc_er", "case_er", "pc_wer")
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--exp-dir", type=Path, required=True)
+    p.add_argument("--data-dir", type=Path, required=True, help="the prepared dataset (for stats.md)")
+    p.add_argument("--results-dir", type=Path, required=True, help="RESULTS.md and figures/ go here")
+    p.add_argument("--decoding-method", default="greedy_search")
+    p.add_argument("--num-epochs", type=int, required=True)
+    p.add_argument("--avg", type=int, required=True)
+    p.add_argument("--encoder", default="tiny")
+    p.add_argument("--max-duration", default="")
+    p.add_argument("--size", default="default")
+    p.add_argument("--command", default="bash run.sh", help="the command that produced the runs")
+    p.add_argument("--level", type=float, default=0.05, help="significance level")
+    return p
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def read_systems(exp_dir: Path) -> List[Dict[str, str]]:
+    path = exp_dir / "systems.tsv"
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: it is written by the recipe (egs/synth/run.sh)")
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+class Outputs:
+    """The scored recognitions of one system on one test set (P and N modes)."""
+
+    def __init__(self, n: Optional[CorpusScore], p: Optional[CorpusScore], source: str):
+        self.n, self.p, self.source = n, p, source
+
+    def summary(self) -> Dict[str, Optional[float]]:
+        out: Dict[str, Optional[float]] = {k: None for _, k in MAIN_COLUMNS}
+        if self.p is not None:
+            out.update({k: v for k, v in self.p.summary().items() if k in out})  # type: ignore[misc]
+        out["wer"] = self.n.summary()["wer"] if self.n is not None else None  # type: ignore[assignment]
+        return out
+
+
+def find_recogs(dec_dir: Path, test: str, mode: str, cascade: bool) -> Optional[Path]:
+    """The newest ``recogs-TEST-MODE-*`` file (cascade outputs end in ``-cascade``)."""
+    cands = [p for p in dec_dir.glob(f"recogs-{test}-{mode}-*.txt") if p.stem.endswith("-cascade") == cascade]
+    return max(cands, key=lambda p: p.stat().st_mtime) if cands else None
+
+
+def load_outputs(exp_dir: Path, name: str, method: str, test: str, cascade: bool = False) -> Optional[Outputs]:
+    dec_dir = exp_dir / name / method
+    scores: Dict[str, Optional[CorpusScore]] = {}
+    sources = []
+    for mode in ("N", "P"):
+        path = find_recogs(dec_dir, test, mode, cascade)
+        scores[mode] = None
+        if path is None:
+            continue
+        try:
+            refs = read_transcripts(str(path), "ref")
+            hyps = read_transcripts(str(path), "hyp")
+        except (TranscriptError, OSError) as e:
+            logging.warning(f"{path}: {e}; skipped")
+            continue
+        scores[mode] = score_corpus(pair_transcripts(refs, hyps).triples)
+        sources.append(path.name)
+    if scores["N"] is None and scores["P"] is None:
+        return None
+    return Outputs(scores["N"], scores["P"], ", ".join(sources))
+
+
+def parameter_count(exp_dir: Path, name: str) -> Optional[int]:
+    logs = sorted((exp_dir / name / "log").glob("log-train-*"))
+    for path in reversed(logs):
+        m = re.search(r"Parameters: ([\d,]+) in total", path.read_text(encoding="utf-8", errors="replace"))
+        if m:
+            return int(m.group(1).replace(",", ""))
+    return None
+
+
+def read_timing(exp_dir: Path) -> List[Tuple[str, int, str]]:
+    path = exp_dir / "timing.tsv"
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[1].isdigit():
+            rows.append((parts[0], int(parts[1]), parts[2]))
+    return rows
+
+
+def machine_description() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = f", {int(line.split()[1]) / 1024 / 1024:.0f} GiB RAM"
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores{mem}, no GPU, {platform.system()} {platform.release()}"
+
+
+# ------------------------------------------------------------------ tables
+
+
+def fmt(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def sig_marks(a: Optional[Outputs], ref: Optional[Outputs], level: float) -> Dict[str, str]:
+    """``*`` per metric where system A differs significantly from the reference."""
+    marks: Dict[str, str] = {}
+    if a is None or ref is None or a is ref:
+        return marks
+    for key, sa, sr in (("wer", a.n, ref.n), ("p", a.p, ref.p)):
+        if sa is None or sr is None:
+            continue
+        try:
+            res = compare_systems(sa, sr, level)
+        except ValueError:
+            continue
+        for metric in (("wer",) if key == "wer" else ("punc_er", "case_er", "pc_wer")):
+            if res[metric]["significant"]:
+                marks[metric] = "*"
+    return marks
+
+
+def metrics_row(label: str, out: Optional[Outputs], extra: List[str], marks: Dict[str, str]) -> str:
+    if out is None:
+        cells = ["-"] * len(MAIN_COLUMNS)
+    else:
+        s = out.summary()
+        cells = [fmt(s[k]) + marks.get(k, "") for _, k in MAIN_COLUMNS]
+    return "| " + " | ".join([label] + extra + cells) + " |"
+
+
+def table(header_extra: List[str], rows: List[str]) -> List[str]:
+    names = ["system"] + header_extra + [n for n, _ in MAIN_COLUMNS]
+    return ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)] + rows
+
+
+TABLE1 = (("punct_p", "punct", "P", False), ("punct_pauto", "punct", "P'", False),
+          ("norm", "cascade: norm + restoration", "N (+ text)", True),
+          ("twodec_p", "two-decoder", "P+N", False), ("twodec_pauto", "two-decoder", "P'+N", False),
+          ("cond_p", "conditioned", "P+N", False), ("cond_pauto", "conditioned", "P'+N", False))
+
+
+def main() -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+    args = get_parser().parse_args()
+    systems = {s["name"]: s for s in read_systems(args.exp_dir)}
+    method = args.decoding_method
+    missing: List[str] = []
+
+    def get(name: str, test: str, cascade: bool = False) -> Optional[Outputs]:
+        out = load_outputs(args.exp_dir, name, method, test, cascade)
+        if out is None:
+            missing.append(f"{name}{' (cascade)' if cascade else ''} on {test}")
+        return out
+
+    rtf: Dict[str, float] = {}
+    rtf_path = args.exp_dir / "rtf.json"
+    rtf_rows: List[Dict[str, object]] = []
+    if rtf_path.is_file():
+        rtf_rows = json.loads(rtf_path.read_text()).get("rows", [])
+        for r in rtf_rows:
+            if int(r.get("num_threads", 0)) == 1 and not r.get("int8"):
+                rtf[str(r["system"])] = float(r["rtf"])
+    rtf_name = {"punct_p": "punct_p", "norm": "cascade", "twodec_p": "twodec_p", "cond_p": "cond_p"}
+
+    lines: List[str] = []
+    w = lines.append
+    timing = read_timing(args.exp_dir)
+    total = sum(t for _, t, _ in timing)
+    w("# Results: the embedded synthetic corpus" if args.size != "tiny" else "# Results: quick run (tiny corpus)")
+    w("")
+    w(f"Produced by `{args.command}` on {datetime.date.today().isoformat()}, on {machine_description()}.")
+    w(f"Wall time of the run: {total / 60:.1f} min"
+      + (" (" + ", ".join(f"stage {s} {desc}: {t / 60:.1f} min" for s, t, desc in timing) + ")." if timing else "."))
+    w("")
+    w(f"Every model: streaming Zipformer transducer, encoder `{args.encoder}`, trained from scratch for "
+      f"{args.num_epochs} epochs (max duration {args.max_duration} s per batch, seed in the command), decoded "
+      f"with `--epoch {args.num_epochs} --avg {args.avg}`, {method.replace('_', ' ')}, simulated streaming "
+      "(chunk 32 frames, left context 128 frames: what the exported streaming model computes). WER comes from "
+      "the N output, PuncER / CaseER / PC-WER / PER / WER-C / WER-PC from the P output (metrics: "
+      "`zipformer_pc.metrics`, as defined in the README). `*`: significantly different from the table's "
+      f"reference system (MAPSSWE matched-pair test, p < {args.level}). The training commands are in "
+      "`EXP_DIR/SYSTEM/train_cmd.txt`.")
+    w("")
+
+    # ---------------------------------------------------------- Tables I, II
+    for ti, (test, test_desc) in enumerate(TEST_SETS):
+        title = "Table I" if ti == 0 else "Table II"
+        w(f"## {title}: `{test}` ({test_desc})")
+        w("")
+        w("Reference system for the significance marks: conditioned, P+N.")
+        w("")
+        ref = get("cond_p", test)
+        rows = []
+        for name, label, data, cascade in TABLE1:
+            if name not in systems:
+                continue
+            out = ref if name == "cond_p" else get(name, test, cascade)
+            params = parameter_count(args.exp_dir, name)
+            extra = [data, f"{params / 1e6:.2f}M" if params else "-"]
+            if ti == 0:
+                r = rtf.get(rtf_name.get(name, ""), None)
+                extra.append(fmt(r) if r is not None else "-")
+            rows.append(metrics_row(label, out, extra, sig_marks(out, ref, args.level)))
+        head = ["training data", "params"] + (["RTF (ONNX, 1 thread)"] if ti == 0 else [])
+        lines.extend(table(head, rows))
+        w("")
+
+    # ------------------------------------------------------- Table III
+    w("## Table III: proportion of punctuated training data (conditioned, alpha 0.5)")
+    w("")
+    w("`fixed`: the P references of a fixed subset of the cuts (prepare.sh's nested `_pF` manifests); "
+      "`random`: the paper's per-batch random split (`--punct-proportion F`). `*` on a `random` row: "
+      "significantly different from the `fixed` row of the same proportion; on a `fixed` row: from proportion 1.")
+    w("")
+    prop_scores: Dict[Tuple[str, str, str], Optional[Outputs]] = {}
+    for test, _ in TEST_SETS:
+        w(f"### `{test}`")
+        w("")
+        rows = []
+        full = get("cond_p", test)
+        for f in PROPORTIONS:
+            for kind in ("fixed", "random"):
+                if f == "1" and kind == "random":
+                    continue
+                name = "cond_p" if f == "1" else (f"cond_p{f}" if kind == "fixed" else f"cond_rand{f}")
+                if name not in systems:
+                    continue
+                out = full if name == "cond_p" else get(name, test)
+                prop_scores[(test, f, kind)] = out
+                ref = full if kind == "fixed" else prop_scores.get((test, f, "fixed"))
+                rows.append(metrics_row(name, out, [f, kind], sig_marks(out, ref, args.level)))
+        lines.extend(table(["proportion", "split"], rows))
+        w("")
+
+    # ------------------------------------------------------- alpha sweep
+    w("## Alpha: `(1 - alpha) L_N + alpha L_P` (conditioned, P+N)")
+    w("")
+    w("`*`: significantly different from alpha 0.5.")
+    w("")
+    for test, _ in TEST_SETS:
+        w(f"### `{test}`")
+        w("")
+        rows = []
+        ref = get("cond_p", test)
+        for alpha, name in (("0.3", "cond_p_a0.3"), ("0.5", "cond_p"), ("0.7", "cond_p_a0.7")):
+            if name not in systems:
+                continue
+            out = ref if name == "cond_p" else get(name, test)
+            rows.append(metrics_row(name, out, [alpha], sig_marks(out, ref, args.level)))
+        lines.extend(table(["alpha"], rows))
+        w("")
+
+    # ------------------------------------------------------- per mark
+    w("## Punctuation per mark (LibriSpeech-PC layout), conditioned P+N")
+    w("")
+    for test, _ in TEST_SETS:
+        out = get("cond_p", test)
+        if out is not None and out.p is not None:
+            w(f"### `{test}`")
+            w("")
+            w(per_mark_table(out.p.summary()))
+            w("")
+
+    # ------------------------------------------------------- ONNX
+    w("## Streaming with the exported ONNX models (`export/measure_rtf.py`)")
+    w("")
+    md = args.exp_dir / "rtf.md"
+    if md.is_file():
+        w("Feature extraction + encoder + greedy search (+ restoration for the cascade) over audio duration, "
+          "audio fed in pieces as a live stream; accuracy of the ONNX runtime's own transcripts.")
+        w("")
+        w(md.read_text().strip())
+    else:
+        w("Not measured in this run (stage 5 did not run).")
+    w("")
+
+    # ------------------------------------------------------- figures
+    figs = make_figures(args.results_dir, prop_scores, get("cond_p", "test"))
+    if figs:
+        w("## Figures")
+        w("")
+        for title, rel in figs:
+            w(f"![{title}]({rel})")
+            w("")
+
+    # ------------------------------------------------------- data, honesty
+    stats = args.data_dir / "stats.md"
+    if stats.is_file():
+        w("## Data")
+        w("")
+        w(stats.read_text().strip())
+        w("")
+    if missing:
+        w("## Missing outputs")
+        w("")
+        w("These were not found (not trained or not decoded in this run); their cells show `-`:")
+        w("")
+        for m in sorted(set(missing)):
+            w(f"- {m}")
+        w("")
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    out_path = args.results_dir / "RESULTS.md"
+    tmp = out_path.with_suffix(".md.tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(out_path)
+    logging.info(f"Wrote {out_path}" + (f" ({len(set(missing))} outputs missing)" if missing else ""))
+
+
+def make_figures(results_dir: Path, prop_scores, cond: Optional[Outputs]) -> List[Tuple[str, str]]:
+    """PC-WER / PuncER / CaseER against the punctuated proportion, and the
+    punctuation substitution matrix of the conditioned model."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logging.warning("matplotlib is not installed: no figures")
+        return []
+    fig_dir = results_dir / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    made: List[Tuple[str, str]] = []
+
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    plotted = False
+    for ax, (label, key) in zip(axes, (("PC-WER", "pc_wer"), ("PuncER", "punc_er"), ("CaseER", "case_er"))):
+        for test, _ in TEST_SETS:
+            for kind, style in (("fixed", "-o"), ("random", "--s")):
+                xs, ys = [], []
+                for f in PROPORTIONS:
+                    out = prop_scores.get((test, f, "fixed" if f == "1" else kind))
+                    v = out.summary()[key] if out is not None else None
+                    if v is not None:
+                        xs.append(float(f))
+                        ys.append(v)
+                if xs:
+                    ax.plot(xs, ys, style, label=f"{test}, {kind}")
+                    plotted = True
+        ax.set_xscale("log")
+        ax.set_xticks([float(f) for f in PROPORTIONS])
+        ax.set_xticklabels(PROPORTIONS)
+        ax.set_xlabel("punctuated proportion")
+        ax.set_ylabel(f"{label} (%)")
+        ax.grid(alpha=0.3)
+    if plotted:
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(fig_dir / "proportion.png", dpi=110)
+        made.append(("PC-WER, PuncER and CaseER against the punctuated proportion", "figures/proportion.png"))
+    plt.close(fig)
+
+    if cond is not None and cond.p is not None:
+        matrix = cond.p.summary()["punct_matrix"]
+        labels = list(matrix)  # type: ignore[arg-type]
+        grid = [[matrix[r].get(h, 0) for h in labels] for r in labels]  # type: ignore[index]
+        fig, ax = plt.subplots(figsize=(4.2, 3.6))
+        ax.imshow(grid, cmap="Blues")
+        names = ["none" if x == "_" else x for x in labels]
+        ax.set_xticks(range(len(labels)), names)
+        ax.set_yticks(range(len(labels)), names)
+        ax.set_xlabel("hypothesis")
+        ax.set_ylabel("reference")
+        ax.set_title("conditioned P+N, test: punctuation")
+        for i, row in enumerate(grid):
+            for j, v in enumerate(row):
+                ax.text(j, i, str(v), ha="center", va="center", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(fig_dir / "punct_matrix.png", dpi=110)
+        plt.close(fig)
+        made.append(("Punctuation substitution matrix (conditioned P+N, test)", "figures/punct_matrix.png"))
+    return made
+
+
+if __name__ == "__main__":
+    main()

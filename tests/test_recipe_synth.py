@@ -1,0 +1,116 @@
+"""egs/synth/run.sh: option checks, and the quick recipe end to end on the tiny corpus."""
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ["bash", "egs/synth/run.sh"]
+
+
+def run(args, timeout=60):
+    return subprocess.run(RECIPE + args, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def test_help_lists_the_stages():
+    r = run(["--help"])
+    assert r.returncode == 0
+    for word in ("--quick", "--systems", "Stages:", "RESULTS.md", "measure_rtf.py"):
+        assert word in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--systems", "cond_p,nonsense"], "unknown system 'nonsense'"),
+        (["--avg", "5", "--num-epochs", "2"], "--avg (5) must not exceed --num-epochs (2)"),
+        (["--quick", "maybe"], "--quick must be true or false"),
+        (["--no-such-option", "1"], "unknown option --no-such-option"),
+    ],
+)
+def test_bad_options_fail_before_any_work(tmp_path, args, message):
+    r = run(args + ["--exp-dir", str(tmp_path / "exp"), "--data-dir", str(tmp_path / "data")])
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.slow
+def test_quick_recipe_end_to_end_and_rerun_skips_finished_work(tiny_corpus, tmp_path):
+    exp = tmp_path / "exp"
+    systems = "punct_p,norm,cond_p,cond_p0.2,cond_rand0.2"
+    args = ["--quick", "true", "--data-dir", str(tiny_corpus.parent), "--exp-dir", str(exp), "--systems", systems]
+    r = run(args, timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+    # the registry lists every system of the full plan; the run trained the selected ones
+    with open(exp / "systems.tsv") as f:
+        registry = {row["name"]: row for row in csv.DictReader(f, delimiter="\t")}
+    assert len(registry) == 17
+    for name in systems.split(","):
+        assert (exp / name / "epoch-1.pt").is_file(), name
+    assert not (exp / "twodec_p").exists()
+    # the P/N split of each Table III system reaches train.py
+    cmd_rand = (exp / "cond_rand0.2" / "train_cmd.txt").read_text()
+    cmd_fixed = (exp / "cond_p0.2" / "train_cmd.txt").read_text()
+    assert "--punct-proportion 0.2" in cmd_rand and "synth_cuts_train_p1.jsonl.gz" in cmd_rand
+    assert "synth_cuts_train_p0.2.jsonl.gz" in cmd_fixed and "--punct-proportion" not in cmd_fixed
+
+    # decoding outputs per system, mode and test set; the cascade from the norm model
+    dec = exp / "norm" / "greedy_search"
+    assert list(dec.glob("recogs-test-N-*chunk-32-left-128.txt"))
+    assert list(dec.glob("recogs-test_ood-P-*-cascade.txt"))
+    assert list((exp / "cond_p" / "greedy_search").glob("recogs-test_ood-P-*.txt"))
+
+    # ONNX exports (fp32 + int8) of the Table I systems and the RTF table
+    assert list((exp / "cond_p" / "onnx").glob("encoder-*.int8.onnx"))
+    rtf = (exp / "rtf.md").read_text()
+    for name in ("punct_p", "cond_p", "cascade"):
+        assert name in rtf
+
+    # RESULTS.md (quick: under the exp dir) with the tables, plots and missing systems
+    md = (exp / "RESULTS.md").read_text()
+    for heading in ("## Table I", "## Table II", "## Table III", "## Alpha", "## Streaming with the exported ONNX"):
+        assert heading in md
+    table1 = md[md.index("## Table I"):md.index("## Table II")]
+    cond_row = next(line for line in table1.splitlines() if line.startswith("| conditioned |"))
+    cells = [c.strip() for c in cond_row.strip("|").split("|")]
+    assert cells[1] == "P+N" and cells[2].endswith("M")
+    float(cells[3])  # the ONNX RTF
+    float(cells[4].rstrip("*"))  # WER
+    assert "twodec_p on test" in md.split("## Missing outputs")[1]
+    assert (exp / "figures" / "proportion.png").is_file()
+    assert not (ROOT / "egs" / "synth" / "RESULTS.md").read_text().startswith("# Results: quick run") \
+        if (ROOT / "egs" / "synth" / "RESULTS.md").exists() else True
+    stages = [line.split("\t")[0] for line in (exp / "timing.tsv").read_text().splitlines()]
+    assert stages == ["0", "1", "2", "3", "4", "5", "6"]
+    # the final lines say how to stream a wav through the exported model
+    assert "export/onnx_streaming.py --model-dir" in r.stdout
+
+    # a second run redoes nothing expensive
+    r2 = run(args + ["--stop-stage", "5"], timeout=900)
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    for name in systems.split(","):
+        assert f"{name}: already trained" in r2.stdout
+        assert f"{name}: already decoded" in r2.stdout
+    assert "norm_cascade: already decoded" in r2.stdout
+    assert "cond_p: already exported" in r2.stdout
+    assert "start training" not in r2.stdout and "start decoding" not in r2.stdout
+
+
+@pytest.mark.slow
+def test_interrupted_training_resumes_from_the_last_epoch(tiny_corpus, tmp_path):
+    """A system with epoch-1.pt of 2 epochs restarts at epoch 2 (--start-epoch 2)."""
+    exp = tmp_path / "exp"
+    args = ["--quick", "true", "--data-dir", str(tiny_corpus.parent), "--exp-dir", str(exp),
+            "--systems", "norm", "--stage", "1", "--stop-stage", "1"]
+    r = run(args + ["--num-epochs", "1"], timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = run(args + ["--num-epochs", "2"], timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "training of norm (epochs 2..2)" in r.stdout
+    assert "--start-epoch 2" in (exp / "norm" / "train_cmd.txt").read_text()
+    assert (exp / "norm" / "epoch-2.pt").is_file()

@@ -1,0 +1,147 @@
+"""local/make_results.py on fabricated decoding outputs (no training)."""
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zipformer_pc.metrics import score_corpus
+from zipformer_pc.text import normalized
+
+ROOT = Path(__file__).resolve().parents[1]
+
+REFS = [
+    "Yes, I know. Do you?",
+    "She said nothing, and he left.",
+    "It is a truth universally acknowledged.",
+    "Is he married or single?",
+    "Elizabeth smiled, but said no more.",
+    "Mister Darcy was silent.",
+]
+
+
+def write_recogs(path: Path, pairs):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for utt, ref, hyp in pairs:
+            f.write(f"{utt}:\tref={ref.split()}\n{utt}:\thyp={hyp.split()}\n")
+
+
+def fabricate(exp: Path, name: str, test: str, hyp_p, n_utts: int = 60, cascade=False, seed=0):
+    """recogs files for one system: P hypotheses from ``hyp_p(ref)``, N = normalized(P)."""
+    rng = random.Random(seed)
+    refs = [(f"utt{i:03d}", REFS[rng.randrange(len(REFS))]) for i in range(n_utts)]
+    suffix = "greedy_search-epoch-2-avg-1-chunk-32-left-128" + ("-cascade" if cascade else "")
+    d = exp / name / "greedy_search"
+    write_recogs(d / f"recogs-{test}-P-{suffix}.txt", [(u, r, hyp_p(r)) for u, r in refs])
+    write_recogs(d / f"recogs-{test}-N-{suffix}.txt", [(u, normalized(r), normalized(hyp_p(r))) for u, r in refs])
+    return refs
+
+
+def write_registry(exp: Path, names):
+    exp.mkdir(parents=True, exist_ok=True)
+    lines = ["name\tstage\tmodel_type\ttrain_cuts\toptions\tdescription"]
+    lines += [f"{n}\t1\tconditioned\ttrain_p1\t\t{n}" for n in names]
+    (exp / "systems.tsv").write_text("\n".join(lines) + "\n")
+
+
+def run(exp: Path, results: Path, data: Path):
+    return subprocess.run(
+        [sys.executable, "local/make_results.py", "--exp-dir", str(exp), "--data-dir", str(data),
+         "--results-dir", str(results), "--num-epochs", "2", "--avg", "1", "--command", "bash run.sh --test"],
+        cwd=ROOT, capture_output=True, text=True)
+
+
+def row_cells(md: str, section: str, label: str):
+    """The cells of the first row labelled ``label`` after heading ``section``."""
+    text = md[md.index(section):]
+    for line in text.splitlines():
+        if line.startswith(f"| {label} |"):
+            return [c.strip() for c in line.strip("|").split("|")]
+    raise AssertionError(f"no row {label!r} after {section!r}")
+
+
+def lowercase_no_marks(ref: str) -> str:
+    return normalized(ref)
+
+
+def test_tables_hold_the_scores_of_the_recognitions(tmp_path):
+    exp, results, data = tmp_path / "exp", tmp_path / "res", tmp_path / "data"
+    data.mkdir()
+    (data / "stats.md").write_text("| manifest | utts |\n|---|---|\n| x | 1 |\n")
+    write_registry(exp, ["cond_p", "punct_p", "norm", "cond_p0.2", "cond_rand0.2"])
+    refs = fabricate(exp, "cond_p", "test", lambda r: r)  # perfect
+    fabricate(exp, "punct_p", "test", lowercase_no_marks)  # loses every mark and capital
+    fabricate(exp, "norm", "test", lambda r: r.replace(",", ""), cascade=True)  # loses commas
+    fabricate(exp, "cond_p0.2", "test", lambda r: r.replace("?", "."))
+    fabricate(exp, "cond_rand0.2", "test", lambda r: r.replace("?", ".").replace(",", ""))
+    (exp / "timing.tsv").write_text("0\t60\tdata preparation\n1\t120\ttraining\n")
+    r = run(exp, results, data)
+    assert r.returncode == 0, r.stderr
+    md = (results / "RESULTS.md").read_text()
+
+    # perfect system: zeros everywhere
+    cells = row_cells(md, "## Table I", "conditioned")
+    assert cells[1] == "P+N" and cells[4:8] == ["0.00", "0.00", "0.00", "0.00"]
+    # punct_p drops every mark and capital: the values equal the scoring toolkit's
+    expected = score_corpus([(u, r, lowercase_no_marks(r)) for u, r in refs]).summary()
+    cells = row_cells(md, "## Table I", "punct")
+    assert cells[4] == "0.00"  # WER (N output identical)
+    assert cells[5] == f"{expected['punc_er']:.2f}*"  # significantly worse than the perfect reference
+    assert cells[6] == f"{expected['case_er']:.2f}*"
+    assert cells[7] == f"{expected['pc_wer']:.2f}*"
+    # the cascade row reads the norm model's -cascade outputs
+    cells = row_cells(md, "## Table I", "cascade: norm + restoration")
+    assert cells[5] != "-" and float(cells[5].rstrip("*")) > 0
+    # systems without outputs: dashes, and listed
+    assert "## Missing outputs" in md
+    assert "cond_p on test_ood" in md.split("## Missing outputs")[1]
+    # Table III: fixed and random rows at 0.2
+    fixed = row_cells(md, "## Table III", "cond_p0.2")
+    rand = row_cells(md, "## Table III", "cond_rand0.2")
+    assert fixed[1:3] == ["0.2", "fixed"] and rand[1:3] == ["0.2", "random"]
+    assert float(rand[4].rstrip("*")) > float(fixed[4].rstrip("*"))  # PuncER: commas lost too
+    # header: machine, command and wall time
+    assert "bash run.sh --test" in md and "cores" in md and "Wall time of the run: 3.0 min" in md
+    assert "| x | 1 |" in md  # data statistics copied
+    assert (results / "figures" / "proportion.png").stat().st_size > 1000
+    assert (results / "figures" / "punct_matrix.png").stat().st_size > 1000
+
+
+def test_identical_systems_get_no_significance_mark(tmp_path):
+    exp, results = tmp_path / "exp", tmp_path / "res"
+    write_registry(exp, ["cond_p", "cond_p_a0.3"])
+    hyp = lambda r: r.replace(",", "")  # noqa: E731
+    fabricate(exp, "cond_p", "test", hyp)
+    fabricate(exp, "cond_p_a0.3", "test", hyp)
+    r = run(exp, results, tmp_path)
+    assert r.returncode == 0, r.stderr
+    md = (results / "RESULTS.md").read_text()
+    cells = row_cells(md, "## Alpha", "cond_p_a0.3")
+    assert cells[1] == "0.3" and "*" not in "".join(cells)
+    assert float(cells[3]) > 0  # PuncER
+
+
+def test_rtf_column_comes_from_measure_rtf_json(tmp_path):
+    exp, results = tmp_path / "exp", tmp_path / "res"
+    write_registry(exp, ["cond_p"])
+    fabricate(exp, "cond_p", "test", lambda r: r)
+    rows = [{"system": "cond_p", "num_threads": 1, "int8": False, "rtf": 0.0421},
+            {"system": "cond_p", "num_threads": 2, "int8": True, "rtf": 0.011}]
+    (exp / "rtf.json").write_text(json.dumps({"rows": rows}))
+    (exp / "rtf.md").write_text("| system | RTF |\n|---|---|\n| cond_p | 0.042 |\n")
+    r = run(exp, results, tmp_path)
+    assert r.returncode == 0, r.stderr
+    md = (results / "RESULTS.md").read_text()
+    cells = row_cells(md, "## Table I", "conditioned")
+    assert cells[3] == "0.04"  # 1 thread, fp32
+    assert "| cond_p | 0.042 |" in md
+
+
+def test_missing_registry_is_a_clear_error(tmp_path):
+    r = run(tmp_path / "nothing", tmp_path / "res", tmp_path)
+    assert r.returncode != 0
+    assert "systems.tsv is missing" in r.stderr
