@@ -61,6 +61,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder", default="tiny")
     p.add_argument("--max-duration", default="")
     p.add_argument("--size", default="default")
+    p.add_argument("--seed", default="42")
+    p.add_argument("--train-hours", default="", help="training speech per epoch, for the budget note")
     p.add_argument("--command", default="bash run.sh", help="the command that produced the runs")
     p.add_argument("--level", type=float, default=0.05, help="significance level")
     return p
@@ -239,7 +241,7 @@ def main() -> None:
       + (" (" + ", ".join(f"stage {s} {desc}: {t / 60:.1f} min" for s, t, desc in timing) + ")." if timing else "."))
     w("")
     w(f"Every model: streaming Zipformer transducer, encoder `{args.encoder}`, trained from scratch for "
-      f"{args.num_epochs} epochs (max duration {args.max_duration} s per batch, seed in the command), decoded "
+      f"{args.num_epochs} epoch(s) (max duration {args.max_duration} s per batch, seed {args.seed}), decoded "
       f"with `--epoch {args.num_epochs} --avg {args.avg}`, {method.replace('_', ' ')}, simulated streaming "
       "(chunk 32 frames, left context 128 frames: what the exported streaming model computes). WER comes from "
       "the N output, PuncER / CaseER / PC-WER / PER / WER-C / WER-PC from the P output (metrics: "
@@ -247,6 +249,23 @@ def main() -> None:
       f"reference system (MAPSSWE matched-pair test, p < {args.level}). The training commands are in "
       "`EXP_DIR/SYSTEM/train_cmd.txt`.")
     w("")
+
+    # ---------------------------------------------------------- budget note
+    wers = []
+    for name in ("punct_p", "norm", "twodec_p", "cond_p"):
+        out = load_outputs(args.exp_dir, name, method, "test")
+        if out is not None and out.summary()["wer"] is not None:
+            wers.append(out.summary()["wer"])
+    hours = f"{float(args.train_hours) * args.num_epochs:.2f} h of speech" if args.train_hours else None
+    if wers and min(wers) > 80.0:
+        w(f"**Read this first.** Each model saw {hours or 'little speech'} in training; at this budget none has yet "
+          f"learned to transcribe (the best Table I WER is {min(wers):.1f}%). The tables show that every stage of the "
+          "recipe runs and how each configuration is scored, not how the methods compare: for that, train longer "
+          "(`--num-epochs`, `--train-hours`; see the README).")
+        w("")
+    elif hours:
+        w(f"Each model saw {hours} in training.")
+        w("")
 
     # ---------------------------------------------------------- Tables I, II
     for ti, (test, test_desc) in enumerate(TEST_SETS):

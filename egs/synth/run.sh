@@ -294,7 +294,7 @@ if run_this 6; then
   mkdir -p "$results_dir"
   python3 local/make_results.py --exp-dir "$exp_dir" --data-dir "$dir" --results-dir "$results_dir" \
     --num-epochs "$num_epochs" --avg "$avg" --encoder "$encoder" --max-duration "$max_duration" \
-    --command "$cmdline" --size "$size"
+    --command "$cmdline" --size "$size" --seed "$seed" --train-hours "$train_hours"
   end_stage 6 "results"
   cat "$results_dir/RESULTS.md" | sed -n '/^## Table I/,/^## Table II/p' | head -n -1
 fi
