@@ -76,7 +76,7 @@ die() { echo "egs/synth/run.sh: $*" >&2; exit 2; }
 
 case "$quick" in
   true) size=tiny; def_epochs=1; def_avg=1; def_maxdur=40; def_rtf=6; def_hours=""; def_test="" ;;
-  false) size=default; def_epochs=1; def_avg=1; def_maxdur=60; def_rtf=100; def_hours=0.4; def_test=100 ;;
+  false) size=default; def_epochs=1; def_avg=1; def_maxdur=60; def_rtf=50; def_hours=0.4; def_test=100 ;;
   *) die "--quick must be true or false" ;;
 esac
 num_epochs=${num_epochs:-$def_epochs}
