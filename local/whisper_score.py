@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Optional Whisper rows: transcribe a test set with OpenAI Whisper and score it like our models.
+
+Usage:
+  python local/whisper_score.py --cuts data/librispeech/fbank/librispeech_cuts_test-clean.jsonl.gz \
+      --model base --output-dir egs/librispeech/exp/whisper_base
+  python local/whisper_score.py --cuts ... --model /models/whisper/small.en.pt --output-dir ...
+  # synthetic corpus: its P references map "!" to "."
+  python local/whisper_score.py --cuts data/synth/fbank/synth_cuts_test.jsonl.gz --punct-map '!>.' ...
+
+Needs the ``openai-whisper`` package (``pip install openai-whisper``) and its
+weights **on this machine**: ``--model NAME`` looks for the checkpoint file
+whisper itself would download (``NAME.pt``, e.g. ``base.pt``; for
+``turbo``, ``large-v3-turbo.pt``) in ``--download-root`` (default: whisper's
+own cache, ``$XDG_CACHE_HOME/whisper`` or ``~/.cache/whisper``), and
+``--model PATH`` loads that file.  Nothing is downloaded unless
+``--allow-download true`` (then whisper fetches NAME into the cache).  A
+local file is loaded by its path, so whisper never contacts the network.
+
+Whisper writes punctuated, cased text.  Its P output is
+``zipformer_pc.text.punctuated(hyp)`` (the marks scored by the benchmark,
+``. , ?`` unless ``--punct-keep/--punct-map`` say otherwise) and its N
+output ``zipformer_pc.text.normalized(hyp)``: the same normalization as our
+references and models, nothing of Whisper's own English normalizer.
+Whisper writes numbers as digits and keeps abbreviations (``Mr.``) where
+LibriSpeech's normalized references spell them out, which its WER counts as
+errors, as in the papers that compare against Whisper without its
+normalizer.
+
+Written to ``--output-dir`` (TEST = ``--test-name``, TAG = ``whisper-NAME``):
+
+* ``recogs-TEST-{P,N}-TAG.txt``: ``utt_id<TAB>text`` hypotheses (P only for
+  utterances with a P reference), ``refs-TEST-{P,N}.txt`` the references
+  (so ``local/score.py --ref refs-... --hyp recogs-...`` rescores them),
+  ``raw-TEST-TAG.txt`` Whisper's own text;
+* ``wer-summary-TEST-{P,N}-TAG.json``: every metric (zipformer_pc.metrics) and
+  the RTF of the transcription on this machine;
+* ``results-TEST-TAG.md``: the row of decode.py's tables (WER from the N
+  output, the rest from the P output).
+
+Exit codes: 0 scored; 2 bad arguments or manifest; 3 the ``whisper`` package
+cannot be imported; 4 the weights are not available locally.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus
+from zipformer_pc.references import get_n, get_p
+from zipformer_pc.text import PunctConfig, normalized, parse_punct_args, punctuated
+from zipformer_pc.transcripts import write_transcripts
+from zipformer_pc.utils import str2bool
+
+EXIT_BAD_INPUT = 2
+EXIT_NO_PACKAGE = 3
+EXIT_NO_WEIGHTS = 4
+SAMPLE_RATE = 16000  # what whisper.transcribe expects of a numpy array
+
+Transcriber = Callable[[np.ndarray], str]
+
+
+class WhisperUnavailable(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class Utterance(NamedTuple):
+    uid: str
+    ref_n: str
+    ref_p: Optional[str]
+    cut: object
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cuts", required=True, help="lhotse cut manifest with recordings and references")
+    p.add_argument("--model", default="base",
+                   help="Whisper model name (tiny, base, small, medium, large-v3, *.en, ...) or a .pt path [base, "
+                        "the size the Cui et al. paper compares against]")
+    p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--test-name", default="",
+                   help="name of the test set in file names and tables [from the manifest name, e.g. test-clean]")
+    p.add_argument("--allow-download", type=str2bool, default=False,
+                   help="let whisper download missing weights into --download-root [false]")
+    p.add_argument("--download-root", default=None,
+                   help="where the NAME.pt weights are looked for [$XDG_CACHE_HOME/whisper or ~/.cache/whisper]")
+    p.add_argument("--language", default="en")
+    p.add_argument("--beam-size", type=int, default=5, help="beam search (whisper's CLI default); 0: greedy [5]")
+    p.add_argument("--device", default="cpu", help="torch device for whisper [cpu]")
+    p.add_argument("--num-threads", type=int, default=1, help="torch CPU threads [1]")
+    p.add_argument("--max-utterances", type=int, default=0, help="the first N cuts only (0: all) [0]")
+    p.add_argument("--punct-keep", default=None, help="scored marks [. , ?, LibriSpeech-PC's]")
+    p.add_argument("--punct-map", default=None, help="marks mapped to kept ones, e.g. '!>.' for the synthetic corpus")
+    return p
+
+
+# ---------------------------------------------------------------- whisper
+
+
+def default_download_root() -> str:
+    cache = os.getenv("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache"))
+    return os.path.join(cache, "whisper")
+
+
+def how_to_provide(name: str) -> str:
+    base = os.path.basename(name) if name.endswith(".pt") else f"{name}.pt"
+    return ("To add Whisper rows: install the package (.venv/bin/pip install openai-whisper), then make the "
+            f"weights local: put {base} in ~/.cache/whisper/ (or in --download-root DIR), or pass "
+            f"--model /path/to/{base}, or rerun with --allow-download true to let whisper download them.")
+
+
+def import_whisper():
+    try:
+        import whisper  # noqa: F401  (openai-whisper)
+    except Exception as e:  # ImportError, or a broken install failing at import
+        raise WhisperUnavailable(
+            EXIT_NO_PACKAGE,
+            f"the openai-whisper package cannot be imported ({type(e).__name__}: {e}).",
+        ) from None
+    return whisper
+
+
+def resolve_weights(whisper_mod, name: str, root: str, allow_download: bool) -> str:
+    """What to hand to ``whisper.load_model``: a local file's path, or (downloads allowed) the name."""
+    if os.path.isfile(name):
+        return name
+    if name.endswith(".pt") or os.sep in name:
+        raise WhisperUnavailable(EXIT_NO_WEIGHTS, f"the Whisper weights file {name} does not exist.")
+    urls: Dict[str, str] = getattr(whisper_mod, "_MODELS", {}) or {}
+    if urls and name not in urls:
+        raise WhisperUnavailable(EXIT_BAD_INPUT, f"unknown Whisper model {name!r} (known: {', '.join(urls)}).")
+    filename = os.path.basename(urls[name]) if name in urls else f"{name}.pt"
+    local = os.path.join(root, filename)
+    if os.path.isfile(local):
+        return local  # by path: no checksum round, no network
+    if allow_download:
+        return name
+    where = f" (download: {urls[name]})" if name in urls else ""
+    raise WhisperUnavailable(
+        EXIT_NO_WEIGHTS,
+        f"the Whisper weights for {name!r} are not on this machine: {local} does not exist{where}, "
+        f"and downloading is off (--allow-download false).",
+    )
+
+
+def load_transcriber(args) -> Transcriber:
+    """A function from 16 kHz mono float32 audio to Whisper's text; raises WhisperUnavailable."""
+    whisper = import_whisper()
+    root = args.download_root or default_download_root()
+    target = resolve_weights(whisper, args.model, root, args.allow_download)
+    import torch
+
+    torch.set_num_threads(args.num_threads)
+    logging.info(f"Loading Whisper {args.model} from {target if os.path.isfile(target) else root} on {args.device}")
+    model = whisper.load_model(target, device=args.device, download_root=root)
+    options = {"language": args.language, "task": "transcribe", "fp16": args.device.startswith("cuda")}
+    if args.beam_size > 0:
+        options["beam_size"] = args.beam_size
+
+    def transcribe(audio: np.ndarray) -> str:
+        return str(model.transcribe(audio, **options)["text"])
+
+    return transcribe
+
+
+# ------------------------------------------------------------------- data
+
+
+def load_utterances(cuts_path: str, max_utterances: int) -> List[Utterance]:
+    from lhotse import load_manifest_lazy
+
+    utts: List[Utterance] = []
+    for cut in load_manifest_lazy(cuts_path):
+        if 0 < max_utterances <= len(utts):
+            break
+        if not cut.has_recording:
+            raise ValueError(f"cut {cut.id} has no recording: Whisper needs the audio")
+        sups = cut.supervisions
+        ps = [get_p(s) for s in sups]
+        utts.append(Utterance(
+            uid=cut.id,
+            ref_n=" ".join(get_n(s) for s in sups),
+            ref_p=" ".join(ps) if sups and all(p is not None for p in ps) else None,  # type: ignore[arg-type]
+            cut=cut,
+        ))
+    if not utts:
+        raise ValueError(f"{cuts_path} has no cut")
+    return utts
+
+
+def audio_16k(cut) -> np.ndarray:
+    """The cut's audio as whisper wants it: mono float32 at 16 kHz."""
+    c = cut if cut.sampling_rate == SAMPLE_RATE else cut.resample(SAMPLE_RATE)
+    a = c.load_audio()
+    a = a.mean(axis=0) if a.ndim == 2 else a
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def transcribe_all(utts: List[Utterance], transcribe: Transcriber) -> Tuple[Dict[str, str], float, float]:
+    """Raw Whisper text per utterance, seconds spent and seconds of audio."""
+    raw: Dict[str, str] = {}
+    spent = audio_sec = 0.0
+    for i, u in enumerate(utts, 1):
+        audio = audio_16k(u.cut)
+        audio_sec += len(audio) / SAMPLE_RATE
+        t0 = time.perf_counter()
+        raw[u.uid] = one_line(transcribe(audio))
+        spent += time.perf_counter() - t0
+        if i % 100 == 0 or i == len(utts):
+            logging.info(f"{i}/{len(utts)} utterances, RTF so far {spent / max(audio_sec, 1e-9):.3f}")
+    return raw, spent, audio_sec
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def score_and_write(utts: List[Utterance], raw: Dict[str, str], out_dir: Path, test: str, tag: str,
+                    config: PunctConfig, rtf: Optional[float] = None) -> Dict[str, Dict[str, object]]:
+    """Write recogs/refs/summaries/table; returns the N and P summaries."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_transcripts(str(out_dir / f"raw-{test}-{tag}.txt"), [(u.uid, raw[u.uid]) for u in utts])
+    triples = {
+        "N": [(u.uid, u.ref_n, normalized(raw[u.uid])) for u in utts],
+        "P": [(u.uid, u.ref_p, punctuated(raw[u.uid], config)) for u in utts if u.ref_p is not None],
+    }
+    summaries: Dict[str, Dict[str, object]] = {}
+    for mode, pairs in triples.items():
+        if not pairs:
+            logging.warning(f"{test}: no utterance has a {mode} reference: mode {mode} not scored")
+            continue
+        write_transcripts(str(out_dir / f"recogs-{test}-{mode}-{tag}.txt"), [(u, h) for u, _, h in pairs])
+        write_transcripts(str(out_dir / f"refs-{test}-{mode}.txt"), [(u, r) for u, r, _ in pairs])
+        summ = score_corpus(pairs, config).summary()
+        summ.update({"test_set": test, "mode": mode, "model_type": tag, "rtf": rtf})
+        (out_dir / f"wer-summary-{test}-{mode}-{tag}.json").write_text(json.dumps(summ, indent=1) + "\n")
+        summaries[mode] = summ
+    if summaries:
+        row: Dict[str, object] = dict(summaries.get("P") or summaries["N"])
+        row["wer"] = summaries["N"]["wer"] if "N" in summaries else None
+        if "P" not in summaries:
+            for k in ("punc_er", "case_er", "pc_wer", "per", "wer_c", "wer_pc"):
+                row[k] = None
+        table = f"Model: {tag}\n\n{markdown_header('test set')}\n{markdown_row(test, row)}\n"
+        (out_dir / f"results-{test}-{tag}.md").write_text(table)
+        print(table)
+    return summaries
+
+
+def default_test_name(cuts_path: str) -> str:
+    stem = Path(cuts_path).name
+    for ext in (".jsonl.gz", ".jsonl", ".json.gz", ".json"):
+        if stem.endswith(ext):
+            stem = stem[: -len(ext)]
+            break
+    return stem.split("_cuts_", 1)[1] if "_cuts_" in stem else stem
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def fail(code: int, message: str) -> int:
+    print(f"local/whisper_score.py: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(format="%(asctime)s %(levelname)s [whisper_score] %(message)s", level=logging.INFO)
+    args = get_parser().parse_args(argv)
+    try:
+        config = parse_punct_args(args.punct_keep, args.punct_map)
+    except ValueError as e:
+        return fail(EXIT_BAD_INPUT, f"bad --punct-keep/--punct-map: {e}")
+    if not Path(args.cuts).is_file():
+        return fail(EXIT_BAD_INPUT, f"--cuts {args.cuts} does not exist")
+    try:
+        transcribe = load_transcriber(args)
+    except WhisperUnavailable as e:
+        hint = "" if e.code == EXIT_BAD_INPUT else "\n" + how_to_provide(args.model)
+        return fail(e.code, f"{e}{hint}")
+    try:
+        utts = load_utterances(args.cuts, args.max_utterances)
+    except (ValueError, OSError) as e:
+        return fail(EXIT_BAD_INPUT, f"--cuts {args.cuts}: {e}")
+    test = args.test_name or default_test_name(args.cuts)
+    tag = "whisper-" + (Path(args.model).stem if args.model.endswith(".pt") else args.model)
+    raw, spent, audio_sec = transcribe_all(utts, transcribe)
+    rtf = spent / max(audio_sec, 1e-9)
+    logging.info(f"{test}: {len(utts)} utterances, {audio_sec:.1f} s of audio, RTF {rtf:.3f}")
+    summaries = score_and_write(utts, raw, args.output_dir, test, tag, config, rtf)
+    for mode, s in summaries.items():
+        shown = ("wer", "pc_wer", "punc_er", "case_er") if mode == "P" else ("wer",)
+        logging.info(f"{test} mode {mode}: " + ", ".join(f"{k} {_fmt(s[k])}" for k in shown))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

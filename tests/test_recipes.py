@@ -1,0 +1,384 @@
+"""local/check_args.py, the LibriSpeech recipe's dry run, and local/whisper_score.py."""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def load_script(rel: str):
+    """A local/ script as a module (local/ is not a package)."""
+    path = ROOT / rel
+    spec = importlib.util.spec_from_file_location("_test_" + path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def check_args():
+    return load_script("local/check_args.py")
+
+
+def run(cmd, env=None, timeout=120):
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
+
+
+# ------------------------------------------------------------ check_args
+
+
+def train_args(exp: Path):
+    return ["--train-cuts", "train.jsonl.gz", "--valid-cuts", "dev.jsonl.gz", "--bpe-model", "bpe.model",
+            "--exp-dir", str(exp)]
+
+
+def test_check_args_accepts_good_arguments_and_runs_nothing(check_args, tmp_path, capsys):
+    exp = tmp_path / "exp"
+    assert check_args.main(["zipformer_pc.train", *train_args(exp), "--model-type", "conditioned",
+                            "--world-size", "4", "--use-fp16", "true", "--punct-proportion", "0.2"]) == 0
+    assert check_args.main(["-m", "zipformer_pc.decode", "--exp-dir", str(exp), "--epoch", "40", "--avg", "15",
+                            "--bpe-model", "bpe.model", "--test-sets", "test-clean=t.jsonl.gz",
+                            "--decoding-method", "modified_beam_search", "--chunk-size", "32",
+                            "--left-context-frames", "128"]) == 0
+    assert check_args.main(["export/export_onnx.py", "--exp-dir", str(exp), "--epoch", "40", "--avg", "15",
+                            "--tokens", "tokens.txt", "--int8", "true"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("OK ") == 3 and "OK zipformer_pc.train:" in out and "OK export/export_onnx.py:" in out
+    # train.py would create its log dir, decode.py its output dir, the export EXP/onnx
+    assert not exp.exists()
+
+
+@pytest.mark.parametrize(
+    "target, args, message",
+    [
+        ("zipformer_pc.train", ["--no-such-option", "1"], "unrecognized arguments: --no-such-option 1"),
+        ("zipformer_pc.train", ["--model-type", "bogus"], "argument --model-type: invalid choice: 'bogus'"),
+        ("zipformer_pc.decode", ["--decoding-method", "beam_search"], "invalid choice: 'beam_search'"),
+        ("export/export_onnx.py", ["--int8", "maybe"], "argument --int8: expected true/false, got 'maybe'"),
+        ("export/export_onnx.py", ["--chunk-size", "x32"], "argument --chunk-size: invalid int value: 'x32'"),
+    ],
+)
+def test_check_args_rejects_bad_options_and_choices(check_args, tmp_path, capsys, target, args, message):
+    base = {
+        "zipformer_pc.train": train_args(tmp_path / "exp"),
+        "zipformer_pc.decode": ["--exp-dir", str(tmp_path / "exp"), "--bpe-model", "b", "--test-sets", "t=x"],
+        "export/export_onnx.py": ["--exp-dir", str(tmp_path / "exp"), "--tokens", "tokens.txt"],
+    }[target]
+    assert check_args.main([target, *base, *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert f"check_args: {target}: arguments do not parse" in err
+    assert not (tmp_path / "exp").exists()
+
+
+def test_check_args_reports_missing_required_option(check_args, capsys):
+    assert check_args.main(["export/export_onnx.py", "--exp-dir", "x"]) == 2
+    assert "the following arguments are required: --tokens" in capsys.readouterr().err
+
+
+def test_check_args_cli_exit_code_and_message():
+    r = run([PY, "local/check_args.py", "-m", "zipformer_pc.train", "--train-cuts", "a", "--valid-cuts", "b",
+             "--bpe-model", "c", "--exp-dir", "x", "--loss", "fancy"])
+    assert r.returncode == 2
+    assert "argument --loss: invalid choice: 'fancy'" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+FAKE_SCRIPT = '''
+import argparse
+from pathlib import Path
+
+MARK = Path(__file__).with_name("main_ran")
+
+
+def get_parser():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--mode", choices=["a", "b"], default="a")
+    return p
+
+
+def main():
+    MARK.write_text("main ran")
+'''
+
+
+def test_check_args_never_runs_main(check_args, tmp_path, capsys):
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text(FAKE_SCRIPT + '\nif __name__ == "__main__":\n    main()\n')
+    assert check_args.main([str(guarded), "--out", "o", "--mode", "b"]) == 0
+    assert check_args.main([str(guarded), "--out", "o", "--mode", "c"]) == 2
+    assert "invalid choice: 'c'" in capsys.readouterr().err
+    # a script that would run main() on import is refused, not imported
+    unguarded = tmp_path / "unguarded.py"
+    unguarded.write_text(FAKE_SCRIPT + "\nmain()\n")
+    assert check_args.main([str(unguarded), "--out", "o"]) == 3
+    assert "calls main() at import time" in capsys.readouterr().err
+    assert not (tmp_path / "main_ran").exists()
+
+
+def test_check_args_without_get_parser_or_target(check_args, tmp_path, capsys):
+    script = tmp_path / "no_parser.py"
+    script.write_text("import argparse\n\ndef main():\n    argparse.ArgumentParser().parse_args()\n")
+    assert check_args.main([str(script), "--x", "1"]) == 3
+    assert "has no top-level get_parser()" in capsys.readouterr().err
+    # a script written elsewhere that is not there yet: reported, or skipped when allowed
+    assert check_args.main(["export/not_written_yet.py", "--x", "1"]) == 3
+    assert "export/not_written_yet.py does not exist" in capsys.readouterr().err
+    assert check_args.main(["--allow-missing", "export/not_written_yet.py", "export/not_written_yet.py"]) == 0
+    assert "SKIPPED export/not_written_yet.py" in capsys.readouterr().out
+
+
+def test_check_args_shell_options(check_args, capsys):
+    assert check_args.main(["prepare.sh", "--dataset", "librispeech", "--stage", "0", "--stop-stage", "6",
+                            "--speed-perturb=false", "--restore-subsets", "p1"]) == 0
+    assert check_args.main(["./prepare.sh", "--no-such", "1"]) == 2
+    assert "unknown option --no-such" in capsys.readouterr().err
+    assert check_args.main(["prepare.sh", "--dataset"]) == 2
+    assert "option --dataset needs a value" in capsys.readouterr().err
+
+
+def test_check_args_commands_file(check_args, tmp_path, capsys):
+    cmds = tmp_path / "cmds.txt"
+    cmds.write_text(
+        "# a comment\n"
+        f"python3 -m zipformer_pc.train {' '.join(train_args(tmp_path / 'e'))} --alpha 0.3\n"
+        "python3 export/export_onnx.py --exp-dir e --tokens t --left-context-frames 128\n"
+        "bash ./prepare.sh --dataset librispeech\n"
+        "python3 export/later.py --anything 1\n"
+        "\n"
+    )
+    assert check_args.main(["--allow-missing", "export/later.py", "--commands-file", str(cmds)]) == 0
+    out = capsys.readouterr().out
+    assert "4 command(s): 3 parse, 1 skipped (missing), 0 failed" in out
+    with open(cmds, "a") as f:
+        f.write("python3 -m zipformer_pc.decode --exp-dir e --bpe-model b --test-sets t=x --beam-size four\n")
+    assert check_args.main(["--allow-missing", "export/later.py", "--commands-file", str(cmds)]) == 1
+    cap = capsys.readouterr()
+    assert "argument --beam-size: invalid int value: 'four'" in cap.out
+    assert "1 failed: line 7: zipformer_pc.decode" in cap.err
+
+
+# ------------------------------------------------------ LibriSpeech dry run
+
+
+def dry_run(tmp_path, *args):
+    exp = tmp_path / "exp"
+    r = run(["bash", "egs/librispeech/run.sh", "--dry-run", "true", "--exp-dir", str(exp), *args])
+    assert not exp.exists(), "a dry run must not write anything"
+    return r, [line[len("[dry-run] "):] for line in r.stdout.splitlines() if line.startswith("[dry-run] ")]
+
+
+def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
+    r, cmds = dry_run(tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    exp = tmp_path / "exp"
+    train = [c for c in cmds if c.startswith("python3 -m zipformer_pc.train ")]
+    decode = [c for c in cmds if c.startswith("python3 -m zipformer_pc.decode ")]
+    export = [c for c in cmds if c.startswith("python3 export/export_onnx.py ")]
+    # 7 Table I + 4 fixed subsets + 4 random per-batch splits + 2 alpha values
+    assert len(train) == 7 + 4 + 4 + 2
+    trained = sorted(re.search(r"--exp-dir (\S+)", c).group(1).rsplit("/", 1)[1] for c in train)
+    assert len(set(trained)) == 17
+    for c in train:
+        for opt in ("--encoder paper", "--world-size 4", "--use-fp16 true", "--num-epochs 40",
+                    "--max-duration 1000", "--bpe-model data/librispeech/lang_bpe_500/bpe.model",
+                    "--valid-cuts data/librispeech/fbank/librispeech_cuts_dev-clean.jsonl.gz"):
+            assert opt in c, (opt, c)
+    auto = [c for c in train if "--use-auto-punct true" in c]
+    assert len(auto) == 3 and all("librispeech_cuts_train_pauto_p1.jsonl.gz" in c for c in auto)
+    assert sorted(re.search(r"--model-type (\S+)", c).group(1) for c in auto) == ["conditioned", "punct", "two-decoder"]
+    for f in ("0.5", "0.35", "0.2", "0.05"):
+        fixed = [c for c in train if f"librispeech_cuts_train_p{f}.jsonl.gz" in c]
+        rand = [c for c in train if f"--punct-proportion {f}" in c]
+        assert len(fixed) == 1 and "--punct-proportion" not in fixed[0]
+        assert len(rand) == 1 and "librispeech_cuts_train_p1.jsonl.gz" in rand[0]
+    assert sum("--alpha 0.3" in c for c in train) == 1 and sum("--alpha 0.7" in c for c in train) == 1
+    # every system x (greedy, modified beam search), plus the cascade of norm with both
+    assert len(decode) == 17 * 2 + 2
+    cascade = [c for c in decode if "--restore-model data/librispeech/restore/p1/restore.onnx" in c]
+    assert len(cascade) == 2 and all(f"--exp-dir {exp}/norm " in c for c in cascade)
+    assert sum("--decoding-method modified_beam_search" in c for c in decode) == 18
+    for c in decode:
+        for opt in ("--epoch 40", "--avg 15", "--chunk-size 32", "--left-context-frames 128",
+                    "test-clean=data/librispeech/fbank/librispeech_cuts_test-clean.jsonl.gz"):
+            assert opt in c, (opt, c)
+    assert len(export) == 17 and all("--int8 true" in c for c in export)
+    rtf = [c for c in cmds if "export/measure_rtf.py" in c]
+    assert len(rtf) == 1 and rtf[0].count("--system ") == 4
+    assert "--num-threads 1,2 " in rtf[0] and "--int8 false,true " in rtf[0]
+    assert f"--system cascade={exp}/norm/onnx:data/librispeech/restore/p1/restore.onnx " in rtf[0]
+    assert sum("local/make_results.py" in c for c in cmds) == 1
+    assert sum("local/whisper_score.py" in c for c in cmds) == 2
+    prep = [c for c in cmds if "prepare.sh" in c]
+    assert len(prep) == 1 and "--dataset librispeech" in prep[0] and "--vocab-size 500" in prep[0]
+    assert len(cmds) == 75
+    assert "75 command(s): 75 parse" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--stage", "1", "--stop-stage", "1", "--systems", "cond_p", "--train-extra", "--no-such-flag 1"],
+         "zipformer_pc.train: error: unrecognized arguments: --no-such-flag 1"),
+        (["--stage", "4", "--stop-stage", "4", "--systems", "norm", "--whisper-model", "",
+          "--decode-extra", "--chunk-size abc"],
+         "argument --chunk-size: invalid int value: 'abc'"),
+    ],
+)
+def test_librispeech_dry_run_fails_on_a_bad_argument(tmp_path, args, message):
+    r, _ = dry_run(tmp_path, *args)
+    assert r.returncode == 1
+    assert message in r.stdout
+    assert "dry run FAILED" in r.stderr
+
+
+def test_librispeech_dry_run_stage_range(tmp_path):
+    r, cmds = dry_run(tmp_path, "--stage", "2", "--stop-stage", "2")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert len(cmds) == 8 and all(c.startswith("python3 -m zipformer_pc.train ") for c in cmds)
+    assert all(re.search(r"--exp-dir \S+/cond_(p|rand)0\.[0-9]+ ", c) for c in cmds)
+    r, _ = dry_run(tmp_path, "--stage", "3", "--stop-stage", "1")
+    assert r.returncode == 2 and "--stage (3) is after --stop-stage (1)" in r.stderr
+
+
+# --------------------------------------------------------- whisper_score
+
+
+def write_two_cuts(tmp_path: Path) -> Path:
+    """Two cuts with audio (16 kHz and 8 kHz) and both references."""
+    import soundfile as sf
+    from lhotse import CutSet, Recording, SupervisionSegment
+
+    rng = np.random.default_rng(0)
+    cuts = []
+    for uid, rate, seconds, n, p in [
+        ("utt-a", 16000, 1.0, "hello world how are you", "Hello world, how are you?"),
+        ("utt-b", 8000, 0.5, "it is fine", "It is fine."),
+    ]:
+        wav = tmp_path / f"{uid}.wav"
+        sf.write(wav, (0.1 * rng.standard_normal(int(rate * seconds))).astype(np.float32), rate)
+        rec = Recording.from_file(wav, recording_id=uid)
+        cut = rec.to_cut()
+        cut.supervisions = [SupervisionSegment(id=uid, recording_id=uid, start=0.0, duration=rec.duration,
+                                               text=n, custom={"text_p": p})]
+        cuts.append(cut)
+    path = tmp_path / "tiny_cuts_test.jsonl.gz"
+    CutSet.from_cuts(cuts).to_file(path)
+    return path
+
+
+# what "Whisper" says: marks P does not keep (!), a capital after it, a contraction
+FAKE_OUTPUT = {16000: "Hello world! How are you?", 8000: " It's fine."}
+
+
+def test_whisper_score_scores_with_the_project_text_and_metrics(tmp_path, monkeypatch):
+    ws = load_script("local/whisper_score.py")
+    cuts = write_two_cuts(tmp_path)
+    seen = []
+
+    def fake_transcribe(audio):
+        assert audio.dtype == np.float32 and audio.ndim == 1
+        seen.append(len(audio))
+        return FAKE_OUTPUT[len(audio)]  # both cuts reach 16 kHz: 1 s and 0.5 s resampled from 8 kHz
+
+    monkeypatch.setattr(ws, "load_transcriber", lambda args: fake_transcribe)
+    out = tmp_path / "out"
+    assert ws.main(["--cuts", str(cuts), "--model", "base", "--output-dir", str(out)]) == 0
+    assert sorted(seen) == [8000, 16000]
+    tag = "test-P-whisper-base"
+    assert (out / f"recogs-{tag}.txt").read_text() == "utt-a\tHello world How are you?\nutt-b\tIt's fine.\n"
+    assert (out / "recogs-test-N-whisper-base.txt").read_text() == "utt-a\thello world how are you\nutt-b\tit's fine\n"
+    assert (out / "refs-test-P.txt").read_text() == "utt-a\tHello world, how are you?\nutt-b\tIt is fine.\n"
+    n = json.loads((out / "wer-summary-test-N-whisper-base.json").read_text())
+    p = json.loads((out / f"wer-summary-{tag}.json").read_text())
+    # N: "it is fine" -> "it's fine" is 2 errors of 8 words
+    assert n["wer"] == pytest.approx(25.0)
+    # P: the comma is lost (1 of 3 marks), "How" is 1 case error of 2 capitalized words,
+    # PC-WER: comma + How + it's/It is (2) = 4 errors of 8 words + 3 marks
+    assert p["punc_er"] == pytest.approx(100 / 3)
+    assert p["case_er"] == pytest.approx(50.0)
+    assert p["pc_wer"] == pytest.approx(400 / 11)
+    assert p["num_utts"] == 2 and p["rtf"] is not None
+    table = (out / "results-test-whisper-base.md").read_text()
+    assert "| test | 25.00 | 33.33 | 50.00 | 36.36 |" in table
+
+
+def fake_whisper_pkg(tmp_path: Path, body: str) -> dict:
+    pkg = tmp_path / "fakepkgs" / "whisper"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(body)
+    return {"PYTHONPATH": str(pkg.parent), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
+def whisper_cmd(tmp_path, cuts, *extra):
+    return [PY, "local/whisper_score.py", "--cuts", str(cuts), "--output-dir", str(tmp_path / "out"), *extra]
+
+
+def test_whisper_score_without_the_package(tmp_path):
+    cuts = tmp_path / "c.jsonl.gz"
+    cuts.write_text("")
+    env = fake_whisper_pkg(tmp_path, 'raise ImportError("No module named whisper (simulated)")\n')
+    r = run(whisper_cmd(tmp_path, cuts, "--model", "small.en"), env=env)
+    assert r.returncode == 3
+    assert "openai-whisper package cannot be imported" in r.stderr
+    assert "pip install openai-whisper" in r.stderr and "put small.en.pt in ~/.cache/whisper/" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+NO_DOWNLOAD_WHISPER = '''
+_MODELS = {"base": "https://example.invalid/ed3a0b/base.pt", "tiny": "https://example.invalid/65147/tiny.pt"}
+
+
+def load_model(name, device=None, download_root=None):
+    import json, os
+    with open(os.environ["FAKE_WHISPER_LOG"], "w") as f:
+        json.dump({"name": name, "device": device, "download_root": download_root}, f)
+
+    class Model:
+        def transcribe(self, audio, **options):
+            return {"text": " Hello world! How are you?" if len(audio) > 12000 else "It's fine."}
+
+    return Model()
+'''
+
+
+def test_whisper_score_without_weights_never_downloads(tmp_path):
+    cuts = write_two_cuts(tmp_path)
+    env = fake_whisper_pkg(tmp_path, NO_DOWNLOAD_WHISPER)
+    env["FAKE_WHISPER_LOG"] = str(tmp_path / "load_model.json")
+    r = run(whisper_cmd(tmp_path, cuts, "--model", "base"), env=env)
+    assert r.returncode == 4
+    assert f"{tmp_path}/cache/whisper/base.pt does not exist" in r.stderr
+    assert "--allow-download true" in r.stderr and "pip install openai-whisper" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "load_model.json").exists()  # whisper.load_model was never asked
+    r = run(whisper_cmd(tmp_path, cuts, "--model", str(tmp_path / "nowhere" / "medium.pt")), env=env)
+    assert r.returncode == 4 and "nowhere/medium.pt does not exist" in r.stderr
+
+    # weights in the cache: loaded by their path (so whisper cannot download), then scored
+    (tmp_path / "cache" / "whisper").mkdir(parents=True)
+    (tmp_path / "cache" / "whisper" / "base.pt").write_bytes(b"weights")
+    r = run(whisper_cmd(tmp_path, cuts, "--model", "base", "--test-name", "tiny"), env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = json.loads((tmp_path / "load_model.json").read_text())
+    assert loaded["name"] == f"{tmp_path}/cache/whisper/base.pt" and loaded["device"] == "cpu"
+    assert (tmp_path / "out" / "recogs-tiny-P-whisper-base.txt").read_text().startswith("utt-a\tHello world How")
+    assert "| tiny | 25.00 | 33.33 | 50.00 | 36.36 |" in r.stdout
+
+
+def test_whisper_score_has_get_parser():
+    ws = load_script("local/whisper_score.py")
+    args = ws.get_parser().parse_args(["--cuts", "c", "--output-dir", "o"])
+    assert args.model == "base" and args.allow_download is False
