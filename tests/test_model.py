@@ -41,6 +41,26 @@ def test_decoder_shapes_and_padding():
     assert d(torch.tensor([[5, 6]]), need_pad=False).shape == (1, 1, 32)
 
 
+@pytest.mark.parametrize("mode_dim,context_size", [(0, 2), (8, 2), (8, 3), (0, 1)])
+def test_training_contexts_are_the_ones_decoding_builds(mode_dim, context_size):
+    """Training output u must equal the decode-time output for the same history.
+
+    Decoders (ours, sherpa-onnx) start from ``[blank] * context_size`` and shift
+    each emitted token in; the training-time padding must give the same first
+    context, mode embedding included.
+    """
+    torch.manual_seed(0)
+    d = Decoder(VOCAB, 32, context_size=context_size, mode_dim=mode_dim)
+    tokens = [5, 6, 7, 8]
+    y = torch.tensor([[0, *tokens]])  # blank-prefixed, as the model feeds it
+    for mode in ((MODE_N, MODE_P) if mode_dim else (None,)):
+        train_out = d(y, mode)
+        for u in range(y.size(1)):
+            ctx = ([0] * context_size + tokens[:u])[-context_size:]
+            dec_out = d(torch.tensor([ctx]), mode, need_pad=False)[:, -1]
+            assert torch.allclose(train_out[:, u], dec_out, atol=1e-6), (mode, u)
+
+
 def test_conditioned_decoder_depends_on_mode_and_requires_it():
     torch.manual_seed(0)
     d = Decoder(VOCAB, 32, mode_dim=8)

@@ -81,13 +81,20 @@ class Decoder(nn.Module):
         Args:
           y: (N, U) token ids; negative ids (padding) embed to zeros.
           mode: output mode per utterance, (N,) or an int (conditioned only).
-          need_pad: True in training (left-pad with ``context_size - 1``
-            blanks so output u depends on tokens < u); False in decoding, where
-            ``y`` already holds exactly ``context_size`` tokens per row.
+          need_pad: True in training: ``y`` is left-padded with
+            ``context_size - 1`` blank *tokens* (not zero vectors), so output u
+            depends on tokens < u and the first output sees the context
+            ``[blank] * context_size`` that greedy search, beam search, our
+            ONNX runtime and sherpa-onnx all start from (zero vectors would
+            give a first context that decoding never reproduces, and for the
+            conditioned predictor one without the mode).  False in decoding,
+            where ``y`` already holds exactly ``context_size`` tokens per row.
         Returns:
           (N, U, decoder_dim), or (N, U - context_size + 1, decoder_dim) with
           ``need_pad=False``.
         """
+        if need_pad and self.context_size > 1:
+            y = F.pad(y, (self.context_size - 1, 0), value=self.blank_id)
         emb = self.embedding(y.clamp(min=0)) * (y >= 0).unsqueeze(-1).to(self.embedding.weight.dtype)
         if self.mode_embedding is not None:
             if mode is None:
@@ -99,10 +106,7 @@ class Decoder(nn.Module):
         elif mode is not None and torch.is_tensor(mode) and mode.dim() > 1:
             raise ValueError("mode must be an int or a (N,) tensor")
         if self.conv is not None:
-            x = emb.permute(0, 2, 1)
-            if need_pad:
-                x = F.pad(x, (self.context_size - 1, 0), value=0.0)
-            x = self.conv(x).permute(0, 2, 1)
+            x = self.conv(emb.permute(0, 2, 1)).permute(0, 2, 1)
         else:
             x = emb
         return F.relu(x)
