@@ -175,3 +175,50 @@ def test_running_average_update_matches_the_mean():
 def test_average_state_dicts():
     s = average_state_dicts([{"a": torch.tensor([1.0]), "n": torch.tensor(3)}, {"a": torch.tensor([3.0]), "n": torch.tensor(5)}])
     assert float(s["a"]) == 2.0 and int(s["n"]) == 5
+
+
+class _CountingDecoder(torch.nn.Module):
+    """Predictor stub: its output is the last token of the context."""
+
+    conditioned = False
+
+    def forward(self, contexts, mode=None, need_pad=True):
+        return contexts[:, -1:].float().unsqueeze(-1)
+
+
+class _CountingJoiner(torch.nn.Module):
+    """Joiner stub: after token k (k < 3) it predicts token k + 1, then blank."""
+
+    def encoder_proj(self, x):
+        return x[..., :1]
+
+    def decoder_proj(self, x):
+        return x
+
+    def forward(self, enc, dec, project_input=True):
+        nxt = (dec[..., 0] + 1).long()
+        nxt = torch.where(nxt > 3, torch.zeros_like(nxt), nxt)
+        return torch.nn.functional.one_hot(nxt, 5).float()
+
+
+class _StubModel:
+    cfg = HeadConfig(model_type="punct", vocab_size=5)
+
+    def __init__(self):
+        self.decoders = {"main": _CountingDecoder()}
+        self.joiners = {"main": _CountingJoiner()}
+
+    def head_for(self, mode):
+        return "main"
+
+
+@pytest.mark.parametrize("max_sym,expected", [(1, [[1, 2], [1], []]), (2, [[1, 2, 3], [1, 2], []]),
+                                              (4, [[1, 2, 3], [1, 2, 3], []])])
+def test_greedy_search_emits_up_to_max_sym_per_frame(max_sym, expected):
+    from zipformer_pc.beam_search import greedy_search_batch
+
+    enc = torch.zeros(3, 2, 4)
+    lens = torch.tensor([2, 1, 0])  # the third utterance has no frame: nothing may be emitted
+    assert greedy_search_batch(_StubModel(), enc, lens, MODE_P, max_sym_per_frame=max_sym) == expected
+    with pytest.raises(ValueError):
+        greedy_search_batch(_StubModel(), enc, lens, MODE_P, max_sym_per_frame=0)

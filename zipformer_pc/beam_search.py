@@ -1,8 +1,11 @@
 """Transducer search for one output mode: batched greedy and modified beam search.
 
-Both emit at most one non-blank token per encoder frame (the "modified"
-topology the pruned stateless transducer is trained for), so greedy search
-equals modified beam search with ``beam=1``.
+Both emit at most one non-blank token per encoder frame by default, as
+icefall's and sherpa-onnx's decoders do, so greedy search equals modified beam
+search with ``beam=1``.  The training losses (torchaudio's and k2's "regular"
+RNN-T) allow several tokens on one frame; a model that packs tokens that way
+(e.g. one that has memorised a few utterances and emits each at its start)
+needs ``max_sym_per_frame > 1`` in greedy search to be decoded faithfully.
 
 The mode selects the head: for ``two-decoder`` its own predictor and joiner,
 for ``conditioned`` the shared predictor fed with that mode's embedding.
@@ -40,14 +43,20 @@ class Head:
 
 
 @torch.no_grad()
-def greedy_search_batch(model, encoder_out: torch.Tensor, encoder_lens: torch.Tensor, mode: int) -> List[List[int]]:
+def greedy_search_batch(
+    model, encoder_out: torch.Tensor, encoder_lens: torch.Tensor, mode: int, max_sym_per_frame: int = 1
+) -> List[List[int]]:
     """Batched greedy search.
 
     Args:
       encoder_out: (N, T, C); encoder_lens: (N,).
+      max_sym_per_frame: tokens one frame may emit before the search moves
+        on (1: the modified topology, as the streaming runtimes do).
     Returns:
       token ids per utterance.
     """
+    if max_sym_per_frame < 1:
+        raise ValueError(f"max_sym_per_frame must be >= 1, got {max_sym_per_frame}")
     head = Head.of(model, mode)
     n, t_max, _ = encoder_out.shape
     dev = encoder_out.device
@@ -59,14 +68,17 @@ def greedy_search_batch(model, encoder_out: torch.Tensor, encoder_lens: torch.Te
         active = encoder_lens > t
         if not bool(active.any()):
             break
-        y = head.logits(enc_proj[:, t], dec_proj).argmax(dim=-1)
-        emit = (y != head.blank_id) & active
-        if bool(emit.any()):
+        for _ in range(max_sym_per_frame):
+            y = head.logits(enc_proj[:, t], dec_proj).argmax(dim=-1)
+            emit = (y != head.blank_id) & active
+            if not bool(emit.any()):
+                break
             idx = emit.nonzero(as_tuple=True)[0]
             for i in idx.tolist():
                 hyps[i].append(int(y[i]))
             contexts[idx] = torch.cat([contexts[idx, 1:], y[idx].unsqueeze(1)], dim=1)
             dec_proj[idx] = head.decoder_proj(contexts[idx])
+            active = emit  # only rows that just emitted may emit again on this frame
     return hyps
 
 
@@ -109,9 +121,11 @@ def modified_beam_search(
     return out
 
 
-def search(model, encoder_out, encoder_lens, mode: int, method: str, beam: int = 4) -> List[List[int]]:
+def search(
+    model, encoder_out, encoder_lens, mode: int, method: str, beam: int = 4, max_sym_per_frame: int = 1
+) -> List[List[int]]:
     if method == "greedy_search":
-        return greedy_search_batch(model, encoder_out, encoder_lens, mode)
+        return greedy_search_batch(model, encoder_out, encoder_lens, mode, max_sym_per_frame)
     if method == "modified_beam_search":
         return modified_beam_search(model, encoder_out, encoder_lens, mode, beam)
     raise ValueError(f"Unknown decoding method {method!r}: greedy_search or modified_beam_search")

@@ -62,6 +62,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-sets", required=True, help="name=cuts.jsonl.gz[,name=cuts.jsonl.gz...]")
     p.add_argument("--decoding-method", choices=["greedy_search", "modified_beam_search"], default="greedy_search")
     p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--max-sym-per-frame", type=int, default=1,
+                   help="greedy_search: tokens one frame may emit (1, as the streaming runtimes do)")
     p.add_argument("--modes", default="N,P", help="Output modes to decode (those the model has)")
     p.add_argument("--chunk-size", type=int, default=-1, help="Encoder chunk (50 Hz frames); -1 = full context")
     p.add_argument("--left-context-frames", type=int, default=-1)
@@ -133,7 +135,8 @@ def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restore
             if restorer is not None and m == MODE_P:
                 continue  # the cascade's P comes from its N output below
             search_mode = MODE_P if model.model_type == "punct" else m
-            ids = search(model, enc, enc_lens, search_mode, args.decoding_method, args.beam_size)
+            ids = search(model, enc, enc_lens, search_mode, args.decoding_method, args.beam_size,
+                         args.max_sym_per_frame)
             for cid, h in zip(batch["cut_ids"], ids):
                 text = tokenizer.decode(h)
                 hyps[m][cid] = normalized(text) if (model.model_type == "punct" and m == MODE_N) else text
@@ -165,6 +168,8 @@ def main() -> None:
     tokenizer = Tokenizer(args.bpe_model)
     if args.streaming and args.chunk_size <= 0:
         raise SystemExit("--streaming true needs --chunk-size > 0")
+    if args.max_sym_per_frame < 1:
+        raise SystemExit(f"--max-sym-per-frame must be >= 1, got {args.max_sym_per_frame}")
     available = {"punct": [MODE_N, MODE_P], "norm": [MODE_N]}.get(model.model_type, [MODE_N, MODE_P])
     restorer = None
     if args.restore_model:
@@ -186,6 +191,8 @@ def main() -> None:
     suffix = f"{args.decoding_method}-{model.desc}"
     if args.decoding_method == "modified_beam_search":
         suffix += f"-beam-{args.beam_size}"
+    elif args.max_sym_per_frame != 1:
+        suffix += f"-max-sym-{args.max_sym_per_frame}"
     if args.chunk_size > 0:
         suffix += f"-chunk-{args.chunk_size}-left-{args.left_context_frames}"
     if args.streaming:

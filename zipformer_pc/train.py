@@ -74,7 +74,8 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--valid-cuts", required=True, help="Validation cut manifest")
     g.add_argument("--bpe-model", required=True)
     g.add_argument("--max-duration", type=float, default=200.0, help="Seconds of audio per batch")
-    g.add_argument("--num-buckets", type=int, default=10)
+    g.add_argument("--num-buckets", type=int, default=10,
+                   help="Duration buckets of the DynamicBucketingSampler; 1 = no bucketing (DynamicCutSampler)")
     g.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (0: exact mid-epoch resume)")
     g.add_argument("--spec-augment", type=str2bool, default=True)
     g.add_argument("--punct-proportion", type=float, default=None,
@@ -257,16 +258,19 @@ def run(rank: int, world_size: int, args) -> None:
             scaler.load_state_dict(ckpt["grad_scaler"])
 
     from lhotse import load_manifest_lazy
-    from lhotse.dataset import DynamicBucketingSampler, SpecAugment
+    from lhotse.dataset import DynamicBucketingSampler, DynamicCutSampler, SpecAugment
 
     spec = SpecAugment(time_warp_factor=80, num_frame_masks=10, features_mask_size=27,
                        num_feature_masks=2, frames_mask_size=100) if args.spec_augment else None
     train_ds = PCAsrDataset(tokenizer, spec_augment=spec, punct_proportion=args.punct_proportion,
                             use_auto_punct=args.use_auto_punct, seed=args.seed)
-    train_sampler = DynamicBucketingSampler(
-        load_manifest_lazy(args.train_cuts), max_duration=args.max_duration, shuffle=True,
-        num_buckets=args.num_buckets, drop_last=False, seed=args.seed, world_size=world_size, rank=rank,
-    )
+    sampler_opts = dict(max_duration=args.max_duration, shuffle=True, drop_last=False, seed=args.seed,
+                        world_size=world_size, rank=rank)
+    if args.num_buckets > 1:
+        train_sampler = DynamicBucketingSampler(load_manifest_lazy(args.train_cuts), num_buckets=args.num_buckets,
+                                                **sampler_opts)
+    else:
+        train_sampler = DynamicCutSampler(load_manifest_lazy(args.train_cuts), **sampler_opts)
     valid_ds = PCAsrDataset(tokenizer, use_auto_punct=args.use_auto_punct, seed=args.seed)
     valid_sampler = DynamicBucketingSampler(
         load_manifest_lazy(args.valid_cuts), max_duration=args.max_duration, shuffle=False,
@@ -411,6 +415,8 @@ def main() -> None:
     args = get_parser().parse_args()
     if not 0.0 <= args.alpha <= 1.0:
         raise SystemExit(f"--alpha must be in [0, 1], got {args.alpha}")
+    if args.num_buckets < 1:
+        raise SystemExit(f"--num-buckets must be >= 1, got {args.num_buckets}")
     if args.world_size > 1:
         mp.spawn(run, args=(args.world_size, args), nprocs=args.world_size, join=True)
     else:
