@@ -54,11 +54,15 @@ def stats_of(path: str) -> Dict[str, object]:
     }
 
 
-def main() -> None:
+def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("manifests", nargs="+")
     p.add_argument("--json", action="store_true")
-    args = p.parse_args()
+    return p
+
+
+def main() -> None:
+    args = get_parser().parse_args()
     rows = [stats_of(m) for m in args.manifests]
     if args.json:
         print(json.dumps(rows, indent=1))

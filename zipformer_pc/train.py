@@ -58,7 +58,7 @@ from zipformer_pc.dataset import PCAsrDataset, Tokenizer
 from zipformer_pc.loss import LossConfig, resolve_backend
 from zipformer_pc.model import MODEL_TYPES, HeadConfig, Transducer, build_model, make_model_config
 from zipformer_pc.optim import Eden, make_optimizer
-from zipformer_pc.zipformer import count_parameters
+from zipformer_pc.zipformer import ENCODER_CONFIGS, count_parameters
 from zipformer_pc.utils import str2bool
 
 ENCODER_FLAGS = (
@@ -84,7 +84,7 @@ def get_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("model")
     g.add_argument("--model-type", choices=MODEL_TYPES, default="conditioned")
-    g.add_argument("--encoder", default="tiny", help="Encoder configuration name: tiny or paper")
+    g.add_argument("--encoder", default="tiny", choices=sorted(ENCODER_CONFIGS), help="Encoder configuration")
     for f in ENCODER_FLAGS:
         g.add_argument("--" + f.replace("_", "-"), default=None, help="Override of the encoder config (comma list)")
     g.add_argument("--causal", type=str2bool, default=True)
