@@ -162,6 +162,23 @@ def machine_description() -> str:
     return f"{cpu}, {os.cpu_count()} cores{mem}, no GPU, {platform.system()} {platform.release()}"
 
 
+def code_version() -> str:
+    """``commit abc1234`` of the checkout that made the results (``+ local changes`` if code differs)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=root, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        # the run itself rewrites egs/*/RESULTS.md and its figures: those do not count as changes
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)egs/*/RESULTS.md", ":(exclude)egs/*/figures"],
+                               cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "code version unknown (not a git checkout)"
+    return f"commit `{commit}`" + (" + local changes" if dirty else "")
+
+
 # ------------------------------------------------------------------ tables
 
 
@@ -236,7 +253,8 @@ def main() -> None:
     total = sum(t for _, t, _ in timing)
     w("# Results: the embedded synthetic corpus" if args.size != "tiny" else "# Results: quick run (tiny corpus)")
     w("")
-    w(f"Produced by `{args.command}` on {datetime.date.today().isoformat()}, on {machine_description()}.")
+    w(f"Produced by `{args.command}` on {datetime.date.today().isoformat()} ({code_version()}), "
+      f"on {machine_description()}.")
     w(f"Wall time of the run: {total / 60:.1f} min"
       + (" (" + ", ".join(f"stage {s} {desc}: {t / 60:.1f} min" for s, t, desc in timing) + ")." if timing else "."))
     w("")
