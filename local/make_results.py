@@ -159,7 +159,9 @@ def machine_description() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores{mem}, no GPU, {platform.system()} {platform.release()}"
+    gpus = sorted(Path("/proc/driver/nvidia/gpus").glob("*")) if Path("/proc/driver/nvidia/gpus").is_dir() else []
+    gpu = f"{len(gpus)} NVIDIA GPU(s)" if gpus else "no GPU"
+    return f"{cpu}, {os.cpu_count()} cores{mem}, {gpu}, {platform.system()} {platform.release()}"
 
 
 def code_version() -> str:
