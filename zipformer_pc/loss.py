@@ -6,8 +6,12 @@
   ``prune_range`` symbols per frame.  During warm-up the simple loss weight
   falls from 1 to ``simple_loss_scale`` and the pruned loss weight rises from
   0.1 to 1, as in icefall.
+  Without k2, ``pruned`` runs the same algorithm written in plain PyTorch
+  (:mod:`zipformer_pc.pruned_rnnt`).
 * ``full`` (torchaudio.functional.rnnt_loss): the exact loss over the whole
   (T, U+1) lattice.  Fine for small vocabularies and the tiny model on CPU.
+
+``auto`` is k2's ``pruned`` when k2 imports, else ``full``.
 
 Both return the loss summed over the utterances of the batch.
 """
@@ -41,12 +45,12 @@ def resolve_backend(requested: str = "auto") -> str:
         backend = "pruned" if k2_available() else "full"
     else:
         backend = requested
-    if backend == "pruned" and not k2_available():
-        raise RuntimeError("--loss pruned needs k2 (pip install k2 matching your torch/CUDA); use --loss full")
-    logging.info(
-        f"Transducer loss: {backend} "
-        + ("(k2 pruned RNN-T)" if backend == "pruned" else "(torchaudio.functional.rnnt_loss, full lattice)")
-    )
+    how = {
+        "pruned": "k2 pruned RNN-T" if k2_available() else "pruned RNN-T in plain PyTorch (zipformer_pc.pruned_rnnt; "
+                                                            "k2 does not import)",
+        "full": "torchaudio.functional.rnnt_loss, full lattice",
+    }[backend]
+    logging.info(f"Transducer loss: {backend} ({how})")
     return backend
 
 
@@ -109,9 +113,31 @@ def transducer_loss(
         )
         return loss, torch.zeros_like(loss)
 
+    assert simple_am_proj is not None and simple_lm_proj is not None
+    if k2_available():
+        simple, pruned = _k2_pruned(encoder_out, encoder_lens, decoder_out, joiner, y, y_lens, cfg, blank_id,
+                                    simple_am_proj, simple_lm_proj)
+    else:
+        from zipformer_pc.pruned_rnnt import pruned_rnnt_loss
+
+        with torch.autocast(device_type=encoder_out.device.type, enabled=False):
+            simple, pruned = pruned_rnnt_loss(
+                encoder_out, encoder_lens, decoder_out, joiner, simple_am_proj, simple_lm_proj, y, y_lens,
+                blank_id=blank_id, prune_range=cfg.prune_range, lm_scale=cfg.lm_scale, am_scale=cfg.am_scale,
+            )
+    s, p = cfg.simple_loss_scale, 1.0
+    if batch_idx is not None and batch_idx < cfg.warm_step:
+        frac = batch_idx / cfg.warm_step
+        s = 1.0 - frac * (1.0 - cfg.simple_loss_scale)
+        p = 0.1 + 0.9 * frac
+    return s * simple + p * pruned, simple.detach()
+
+
+def _k2_pruned(encoder_out, encoder_lens, decoder_out, joiner, y, y_lens, cfg, blank_id, simple_am_proj,
+               simple_lm_proj) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(simple, pruned) losses summed over the batch, by k2."""
     import k2
 
-    assert simple_am_proj is not None and simple_lm_proj is not None
     boundary = torch.zeros((y.size(0), 4), dtype=torch.int64, device=y.device)
     boundary[:, 2] = y_lens
     boundary[:, 3] = encoder_lens
@@ -133,9 +159,4 @@ def transducer_loss(
             logits=logits.float(), symbols=y, ranges=ranges, termination_symbol=blank_id,
             boundary=boundary, reduction="sum",
         )
-    s, p = cfg.simple_loss_scale, 1.0
-    if batch_idx is not None and batch_idx < cfg.warm_step:
-        frac = batch_idx / cfg.warm_step
-        s = 1.0 - frac * (1.0 - cfg.simple_loss_scale)
-        p = 0.1 + 0.9 * frac
-    return s * simple + p * pruned, simple.detach()
+    return simple, pruned

@@ -96,7 +96,8 @@ def get_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("loss")
     g.add_argument("--alpha", type=float, default=0.5, help="Weight of the punctuated loss L_P")
     g.add_argument("--loss", choices=["auto", "pruned", "full"], default="auto",
-                   help="auto: k2 pruned RNN-T when k2 imports, else torchaudio's full RNN-T")
+                   help="auto: k2 pruned RNN-T when k2 imports, else torchaudio's full RNN-T; "
+                        "pruned without k2: the plain-PyTorch pruned RNN-T (zipformer_pc.pruned_rnnt)")
     g.add_argument("--prune-range", type=int, default=5)
     g.add_argument("--lm-scale", type=float, default=0.25)
     g.add_argument("--am-scale", type=float, default=0.0)

@@ -1,0 +1,132 @@
+"""The plain-PyTorch pruned RNN-T loss against torchaudio's full RNN-T loss."""
+
+import pytest
+import torch
+
+from zipformer_pc.joiner import Joiner
+from zipformer_pc.pruned_rnnt import lattice_loss, prune_ranges, pruned_rnnt_loss, simple_lattice
+
+torchaudio = pytest.importorskip("torchaudio")
+
+V, C = 12, 16
+
+
+def batch(seed=0, n=3, t_max=20, u_max=6):
+    g = torch.Generator().manual_seed(seed)
+    t_lens = torch.tensor([t_max, t_max - 5, t_max - 9][:n])
+    u_lens = torch.tensor([u_max, u_max - 2, 1][:n])
+    y = torch.randint(1, V, (n, u_max), generator=g)
+    for i in range(n):
+        y[i, u_lens[i]:] = 0
+    return g, t_lens, u_lens, y
+
+
+def full_loss(logits, y, t_lens, u_lens):
+    return torchaudio.functional.rnnt_loss(logits, y.int(), t_lens.int(), u_lens.int(), blank=0, reduction="none")
+
+
+def arcs_of(logits, y):
+    """(px, py) of full (N, T, U+1, V) logits."""
+    logp = logits.log_softmax(-1)
+    u = y.size(1)
+    px = logp[:, :, :u].gather(3, y[:, None, :, None].expand(-1, logp.size(1), -1, 1)).squeeze(3)
+    return px, logp[..., 0]
+
+
+def test_lattice_recursion_equals_torchaudio_loss_and_gradient():
+    g, t_lens, u_lens, y = batch()
+    logits = torch.randn(3, 20, 7, V, generator=g, dtype=torch.float64).float().requires_grad_()
+    ours = lattice_loss(*arcs_of(logits, y), t_lens, u_lens)
+    ref = full_loss(logits, y, t_lens, u_lens)
+    assert torch.allclose(ours.float(), ref, rtol=1e-5, atol=1e-4)
+    g_ours, = torch.autograd.grad(ours.sum(), logits)
+    g_ref, = torch.autograd.grad(ref.sum(), logits)
+    assert torch.allclose(g_ours, g_ref, atol=1e-5)
+
+
+def test_simple_lattice_is_the_rnnt_loss_of_the_trivial_joiner():
+    g, t_lens, u_lens, y = batch(1)
+    am, lm = torch.randn(3, 20, V, generator=g), torch.randn(3, 7, V, generator=g)
+    px, py = simple_lattice(am, lm, y, blank_id=0)
+    ref = full_loss(am[:, :, None, :] + lm[:, None, :, :], y, t_lens, u_lens)
+    assert torch.allclose(lattice_loss(px, py, t_lens, u_lens).float(), ref, rtol=1e-5, atol=1e-4)
+    # smoothing mixes in the predictor-only and encoder-only log-probabilities
+    pxs, pys = simple_lattice(am, lm, y, blank_id=0, lm_scale=0.25, am_scale=0.1)
+    lm_only = lm.log_softmax(-1)[:, :6].gather(2, y[:, :, None]).squeeze(2)
+    am_only = am.log_softmax(-1).gather(2, y[:, None, :].expand(-1, 20, -1))
+    assert torch.allclose(pxs, 0.65 * px + 0.25 * lm_only[:, None, :] + 0.1 * am_only, atol=1e-5)
+
+
+def make_inputs(seed, n=3, t_max=20, u_max=6):
+    g, t_lens, u_lens, y = batch(seed, n, t_max, u_max)
+    torch.manual_seed(seed)
+    joiner = Joiner(C, C, C, V)
+    am_proj, lm_proj = torch.nn.Linear(C, V), torch.nn.Linear(C, V)
+    enc = torch.randn(n, t_max, C, generator=g).requires_grad_()
+    dec = torch.randn(n, u_max + 1, C, generator=g).requires_grad_()
+    return enc, dec, joiner, am_proj, lm_proj, y, t_lens, u_lens
+
+
+def test_pruned_loss_without_pruning_equals_the_full_loss():
+    enc, dec, joiner, am_proj, lm_proj, y, t_lens, u_lens = make_inputs(2)
+    simple, pruned = pruned_rnnt_loss(enc, t_lens, dec, joiner, am_proj, lm_proj, y, u_lens, prune_range=7)
+    ref = full_loss(joiner(enc[:, :, None], dec[:, None]), y, t_lens, u_lens).sum()
+    assert torch.allclose(pruned, ref, rtol=1e-5)
+    g_ours = torch.autograd.grad(pruned, [enc, dec, joiner.output_linear.weight])
+    g_ref = torch.autograd.grad(ref, [enc, dec, joiner.output_linear.weight])
+    for a, b in zip(g_ours, g_ref):
+        assert torch.allclose(a, b, atol=1e-4)
+    assert simple.requires_grad and torch.isfinite(simple)
+
+
+@pytest.mark.parametrize("s_range", [2, 3, 5])
+def test_pruning_keeps_connected_windows_and_bounds_the_full_loss(s_range):
+    enc, dec, joiner, am_proj, lm_proj, y, t_lens, u_lens = make_inputs(3)
+    _, pruned = pruned_rnnt_loss(enc, t_lens, dec, joiner, am_proj, lm_proj, y, u_lens, prune_range=s_range)
+    full = full_loss(joiner(enc[:, :, None], dec[:, None]), y, t_lens, u_lens).sum()
+    assert torch.isfinite(pruned) and pruned >= full - 1e-3  # fewer paths: never more likely
+
+    px, py = simple_lattice(am_proj(enc), lm_proj(dec), y, 0)
+    gpx, gpy = torch.autograd.grad(lattice_loss(px, py, t_lens, u_lens).sum(), [px, py])
+    start = prune_ranges(-gpx, -gpy, t_lens, u_lens, s_range)
+    for i in range(3):
+        s, last = start[i, : t_lens[i]], int(t_lens[i]) - 1
+        assert s[0] == 0 and bool((s[1:] >= s[:-1]).all()) and bool((s[1:] - s[:-1] <= s_range - 1).all())
+        assert s[last] <= u_lens[i] <= s[last] + s_range - 1
+
+
+def test_posteriors_of_the_simple_lattice_sum_to_one_per_frame():
+    _, t_lens, u_lens, y = batch(4)
+    g = torch.Generator().manual_seed(4)
+    px, py = simple_lattice(torch.randn(3, 20, V, generator=g), torch.randn(3, 7, V, generator=g), y, 0)
+    px.requires_grad_(), py.requires_grad_()
+    gpx, gpy = torch.autograd.grad(lattice_loss(px, py, t_lens, u_lens).sum(), [px, py])
+    # every path leaves each frame by exactly one blank arc
+    blank_mass = -gpy.sum(dim=2)
+    for i in range(3):
+        assert torch.allclose(blank_mass[i, : t_lens[i]].double(), torch.ones(int(t_lens[i]), dtype=torch.float64),
+                              atol=1e-4)
+
+
+def test_model_trains_with_the_pruned_backend_without_k2():
+    """--loss pruned: the transducer's loss goes through this module when k2 is absent."""
+    from zipformer_pc import loss as loss_mod
+    from zipformer_pc.model import HeadConfig, build_model, make_model_config
+
+    if loss_mod.k2_available():
+        pytest.skip("k2 imports: --loss pruned runs k2's loss")
+    assert loss_mod.resolve_backend("pruned") == "pruned"
+    torch.manual_seed(0)
+    head = HeadConfig(model_type="conditioned", vocab_size=V, decoder_dim=32, joiner_dim=32, mode_dim=4,
+                      with_simple_proj=True)
+    cfg = make_model_config("tiny", {"encoder_dim": "32", "feedforward_dim": "64", "num_heads": "2",
+                                     "encoder_unmasked_dim": "32", "num_encoder_layers": "1,1,1,1,1,1"}, head)
+    model = build_model(cfg)
+    feats, lens = torch.randn(2, 160, 80), torch.tensor([160, 120])
+    lcfg = loss_mod.LossConfig(backend="pruned", prune_range=3)
+    out = model(feats, lens, [[3, 4, 5], [6, 7]], [[3, 4, 5, 8], None], loss_cfg=lcfg)
+    assert torch.isfinite(out["loss"]) and int(out["num_p"]) == 1
+    out["loss"].backward()
+    assert model.simple_am_proj is not None
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None for g in grads[:5]) and any(float(g.abs().sum()) > 0 for g in grads if g is not None)

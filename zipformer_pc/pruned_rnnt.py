@@ -1,0 +1,194 @@
+"""Pruned RNN-T loss in plain PyTorch, for machines without k2.
+
+The idea is k2's (Kuang et al., "Pruned RNN-T for fast, memory-efficient ASR
+training", 2022); this is our own implementation with autograd, written for
+clarity rather than speed of the recursion:
+
+1. A "simple" loss from a trivial joiner, ``logits(t, u) = am(t) + lm(u)``
+   over the vocabulary.  Its normaliser for every lattice node is one batched
+   matrix product of ``exp(am)`` and ``exp(lm)``, so the whole (T, U+1)
+   lattice costs no (T, U+1, V) tensor.  ``lm_scale``/``am_scale`` mix in the
+   predictor-only and encoder-only log-probabilities, as k2's smoothed loss.
+2. The arc posteriors of that loss (its gradient with respect to the arc
+   log-probabilities) give, per frame, the ``s_range`` consecutive symbol
+   positions holding most of the alignment mass: the pruning bounds.
+3. The real joiner is evaluated only on those positions, (N, T, s_range, V)
+   instead of (N, T, U+1, V), and the same lattice recursion runs on its
+   log-probabilities, with arcs outside the bounds removed.
+
+With ``s_range >= U + 1`` nothing is pruned and the pruned loss equals the
+full RNN-T loss (tested against torchaudio).  Lattice convention: symbol arcs
+(t, u) -> (t, u+1), blank arcs (t, u) -> (t+1, u); a path starts at (0, 0) and
+ends with the blank leaving (T-1, U), as in torchaudio and k2's "regular"
+topology.
+"""
+
+from typing import Tuple
+
+import torch
+
+# Log-weight of a removed arc: finite so that the recursion's cumulative sums
+# stay finite, small enough that no path through one counts (float64).
+_REMOVED = -1.0e4
+
+
+def lattice_loss(px: torch.Tensor, py: torch.Tensor, t_lens: torch.Tensor, u_lens: torch.Tensor) -> torch.Tensor:
+    """Negative log-probability of all alignments, per utterance.
+
+    Args:
+      px: (N, T, U) log-probability of emitting symbol u+1 at node (t, u).
+      py: (N, T, U+1) log-probability of blank at node (t, u).
+      t_lens, u_lens: (N,) frames and symbols of each utterance.
+    Returns:
+      (N,) losses (float64).
+    """
+    n, t_max, u1 = py.shape
+    px = px.double()
+    py = py.double()
+    # cum[t, u] = sum of the symbol arcs (t, 0..u-1): moving up within frame t
+    cum = torch.cat([px.new_zeros(n, t_max, 1), px.cumsum(dim=2)], dim=2)  # (N, T, U+1)
+    start = px.new_full((n, u1), _REMOVED)
+    start[:, 0] = 0.0
+    alphas = []
+    arrive = start  # log-mass entering frame t at each u (from the blank arcs of frame t-1)
+    for t in range(t_max):
+        c = cum[:, t]
+        alpha = c + torch.logcumsumexp(arrive - c, dim=1)  # alpha(t,u) = logsum_k<=u arrive(k) + px(t, k..u-1)
+        alphas.append(alpha)
+        arrive = alpha + py[:, t]
+    alphas = torch.stack(alphas, dim=1)  # (N, T, U+1)
+    idx_n = torch.arange(n, device=px.device)
+    last_t = (t_lens - 1).clamp(min=0)
+    final = alphas[idx_n, last_t, u_lens] + py[idx_n, last_t, u_lens]
+    return -final
+
+
+def _symbol_arcs(am: torch.Tensor, lm: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """am (N, T, V), lm (N, U+1, V), y (N, U) -> am[t, y_u] (N, T, U), lm[u, y_u] (N, U)."""
+    n, t_max, _ = am.shape
+    u = y.size(1)
+    am_y = am.gather(2, y.unsqueeze(1).expand(n, t_max, u))
+    lm_y = lm[:, :u].gather(2, y.unsqueeze(2)).squeeze(2)
+    return am_y, lm_y
+
+
+def simple_lattice(
+    am: torch.Tensor, lm: torch.Tensor, y: torch.Tensor, blank_id: int, lm_scale: float = 0.0, am_scale: float = 0.0
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Arc log-probabilities (px, py) of the trivial joiner ``am(t) + lm(u)``, smoothed."""
+    am = am.float()
+    lm = lm.float()
+    am_max = am.max(dim=2, keepdim=True).values.detach()
+    lm_max = lm.max(dim=2, keepdim=True).values.detach()
+    # log sum_v exp(am[t, v] + lm[u, v]) for every (t, u), by one matrix product
+    norm = torch.matmul((am - am_max).exp(), (lm - lm_max).exp().transpose(1, 2))
+    norm = norm.clamp(min=1e-30).log() + am_max + lm_max.transpose(1, 2)  # (N, T, U+1)
+    am_y, lm_y = _symbol_arcs(am, lm, y)
+    u = y.size(1)
+    px = am_y + lm_y.unsqueeze(1) - norm[:, :, :u]
+    py = am[:, :, blank_id].unsqueeze(2) + lm[:, :, blank_id].unsqueeze(1) - norm
+    if lm_scale or am_scale:
+        lm_norm = lm.logsumexp(dim=2)  # (N, U+1)
+        am_norm = am.logsumexp(dim=2)  # (N, T)
+        px_lm = (lm_y - lm_norm[:, :u]).unsqueeze(1)
+        py_lm = (lm[:, :, blank_id] - lm_norm).unsqueeze(1)
+        px_am = am_y - am_norm.unsqueeze(2)
+        py_am = (am[:, :, blank_id] - am_norm).unsqueeze(2)
+        w = 1.0 - lm_scale - am_scale
+        px = w * px + lm_scale * px_lm + am_scale * px_am
+        py = w * py + lm_scale * py_lm + am_scale * py_am
+    return px, py
+
+
+def prune_ranges(
+    px_post: torch.Tensor, py_post: torch.Tensor, t_lens: torch.Tensor, u_lens: torch.Tensor, s_range: int
+) -> torch.Tensor:
+    """Start of the kept symbol window for every frame, (N, T) int64.
+
+    Args:
+      px_post, py_post: arc posteriors (N, T, U), (N, T, U+1).
+      s_range: window size; frames keep nodes ``start .. start + s_range - 1``.
+    The windows start at 0 on frame 0, never move down, move up by at most
+    ``s_range - 1`` per frame (so consecutive windows share a node and every
+    kept node can lie on a path) and contain U on the last frame.
+    """
+    n, t_max, u1 = py_post.shape
+    s = min(s_range, u1)
+    occ = py_post.clone()
+    occ[:, :, : u1 - 1] += px_post
+    # mass of every window start: sum of occ over [start, start + s)
+    csum = torch.cat([occ.new_zeros(n, t_max, 1), occ.cumsum(dim=2)], dim=2)
+    window = csum[:, :, s:] - csum[:, :, : u1 - s + 1]  # (N, T, U+2-s)
+    max_start = (u_lens + 1 - s).clamp(min=0)  # per utterance
+    starts_ok = torch.arange(window.size(2), device=occ.device)[None, :] <= max_start[:, None]
+    window = window.masked_fill(~starts_ok.unsqueeze(1), float("-inf"))
+    start = window.argmax(dim=2)  # (N, T)
+    frames = torch.arange(t_max, device=occ.device)[None, :]
+    start = torch.where(frames >= (t_lens - 1)[:, None], max_start[:, None], start)  # last and padding frames
+    start[:, 0] = 0
+    start = torch.cummax(start, dim=1).values
+    step = s - 1
+    for t in range(1, t_max):  # reachable from the previous window
+        start[:, t] = torch.minimum(start[:, t], start[:, t - 1] + step)
+    last = (t_lens - 1).clamp(min=0)
+    idx_n = torch.arange(n, device=occ.device)
+    start[idx_n, last] = max_start
+    for t in range(t_max - 2, -1, -1):  # able to reach the end window
+        start[:, t] = torch.maximum(start[:, t], start[:, t + 1] - step)
+    start[:, 0] = 0  # (if U > T * (s_range - 1) no window path exists: such arcs stay removed)
+    return start
+
+
+def pruned_rnnt_loss(
+    encoder_out: torch.Tensor,
+    encoder_lens: torch.Tensor,
+    decoder_out: torch.Tensor,
+    joiner,
+    simple_am_proj: torch.nn.Module,
+    simple_lm_proj: torch.nn.Module,
+    y: torch.Tensor,
+    y_lens: torch.Tensor,
+    blank_id: int = 0,
+    prune_range: int = 5,
+    lm_scale: float = 0.25,
+    am_scale: float = 0.0,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(simple loss, pruned loss), each summed over the batch.
+
+    Args:
+      encoder_out: (N, T, C_enc); encoder_lens: (N,).
+      decoder_out: (N, U+1, C_dec), the predictor on ``[blank] + y``.
+      joiner: has ``encoder_proj``, ``decoder_proj`` and
+        ``forward(enc, dec, project_input=False)``.
+      y: (N, U) targets (padding ignored beyond ``y_lens``).
+    """
+    t_max = int(encoder_lens.max())
+    u_max = int(y_lens.max()) if y.numel() else 0
+    encoder_out, decoder_out, y = encoder_out[:, :t_max], decoder_out[:, : u_max + 1], y[:, :u_max]
+    n, u1 = y.size(0), u_max + 1
+
+    px, py = simple_lattice(simple_am_proj(encoder_out), simple_lm_proj(decoder_out), y, blank_id, lm_scale, am_scale)
+    simple = lattice_loss(px, py, encoder_lens, y_lens)
+    if px.requires_grad or py.requires_grad:
+        gpx, gpy = torch.autograd.grad(simple.sum(), [px, py], retain_graph=True, allow_unused=True)
+    else:
+        with torch.enable_grad():
+            pxd, pyd = px.detach().requires_grad_(), py.detach().requires_grad_()
+            gpx, gpy = torch.autograd.grad(lattice_loss(pxd, pyd, encoder_lens, y_lens).sum(), [pxd, pyd])
+    start = prune_ranges(-gpx.detach(), -gpy.detach(), encoder_lens, y_lens, prune_range)
+    s = min(prune_range, u1)
+    nodes = start.unsqueeze(2) + torch.arange(s, device=start.device)  # (N, T, s) symbol positions kept
+
+    enc_proj = joiner.encoder_proj(encoder_out)  # (N, T, J)
+    dec_proj = joiner.decoder_proj(decoder_out)  # (N, U+1, J)
+    j = dec_proj.size(2)
+    dec_kept = dec_proj.unsqueeze(1).expand(n, t_max, u1, j).gather(2, nodes.unsqueeze(3).expand(n, t_max, s, j))
+    logp = joiner(enc_proj.unsqueeze(2), dec_kept, project_input=False).float().log_softmax(dim=3)  # (N, T, s, V)
+    y_ext = torch.cat([y, y.new_full((n, 1), blank_id)], dim=1)  # position U has no symbol arc
+    sym = y_ext.gather(1, nodes.reshape(n, -1)).reshape(n, t_max, s)
+    px_kept = logp.gather(3, sym.unsqueeze(3)).squeeze(3)
+    py_kept = logp[..., blank_id]
+    px_full = px_kept.new_full((n, t_max, u1), _REMOVED).scatter(2, nodes, px_kept)[:, :, :u_max]
+    py_full = py_kept.new_full((n, t_max, u1), _REMOVED).scatter(2, nodes, py_kept)
+    pruned = lattice_loss(px_full, py_full, encoder_lens, y_lens)
+    return simple.sum().float(), pruned.sum().float()
