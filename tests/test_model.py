@@ -222,3 +222,80 @@ def test_greedy_search_emits_up_to_max_sym_per_frame(max_sym, expected):
     assert greedy_search_batch(_StubModel(), enc, lens, MODE_P, max_sym_per_frame=max_sym) == expected
     with pytest.raises(ValueError):
         greedy_search_batch(_StubModel(), enc, lens, MODE_P, max_sym_per_frame=0)
+
+
+def _save(model: Transducer, path):
+    from zipformer_pc.checkpoint import save_checkpoint
+
+    save_checkpoint(path, {"model": model.state_dict(), "model_config": {}})
+
+
+def test_init_from_copies_the_encoder_and_maps_single_heads(tmp_path):
+    from zipformer_pc.checkpoint import init_from_checkpoint
+
+    src = small_model("norm", seed=1)
+    _save(src, tmp_path / "epoch-3.pt")
+    sd = src.state_dict()
+
+    two = small_model("two-decoder", seed=2)
+    got = init_from_checkpoint(two, tmp_path / "epoch-3.pt", ["encoder", "decoders", "joiners"])
+    out = two.state_dict()
+    enc = [k for k in out if k.startswith("encoder.")]
+    assert enc and all(torch.equal(out[k], sd[k]) for k in enc)
+    for head in ("N", "P"):  # both heads start from the norm model's single head
+        for k in [k for k in sd if k.startswith(("decoders.main.", "joiners.main."))]:
+            assert torch.equal(out[k.replace(".main.", f".{head}.")], sd[k])
+    assert got["kept"] == []
+
+    cond = small_model("conditioned", seed=3)
+    before = {k: v.clone() for k, v in cond.state_dict().items()}
+    got = init_from_checkpoint(cond, tmp_path / "epoch-3.pt", ["encoder"])
+    after = cond.state_dict()
+    # only the encoder was asked for: the heads keep their initialisation
+    assert all(torch.equal(after[k], before[k]) for k in after if not k.startswith("encoder."))
+    assert all(torch.equal(after[k], sd[k]) for k in after if k.startswith("encoder."))
+    got = init_from_checkpoint(cond, tmp_path / "epoch-3.pt", ["decoders"])
+    # the mode embedding and the convolution over [token; mode] have no counterpart
+    assert any("mode" in k for k in got["kept"]) and any(k.startswith("decoders.main.") for k in got["copied"])
+
+
+def test_init_from_rejects_another_encoder_and_unknown_modules(tmp_path):
+    from zipformer_pc.checkpoint import init_from_checkpoint
+
+    torch.manual_seed(0)
+    other = build_model(make_model_config(
+        "tiny", {"encoder_dim": "32", "feedforward_dim": "64", "num_heads": "2", "encoder_unmasked_dim": "32",
+                 "num_encoder_layers": "1,1,1,1,1,1"},
+        HeadConfig(model_type="norm", vocab_size=VOCAB, decoder_dim=64, joiner_dim=64)))
+    _save(other, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="encoder .* does not match"):
+        init_from_checkpoint(small_model("norm"), tmp_path / "other.pt", ["encoder"])
+    with pytest.raises(ValueError, match="Unknown --init-modules"):
+        init_from_checkpoint(small_model("norm"), tmp_path / "other.pt", ["encoderz"])
+
+
+def test_auxiliary_ctc_loss_adds_to_the_loss_and_trains_its_output():
+    torch.manual_seed(0)
+    head = HeadConfig(model_type="conditioned", vocab_size=VOCAB, decoder_dim=64, joiner_dim=64, mode_dim=8, ctc=True)
+    cfg = make_model_config(
+        "tiny", {"encoder_dim": "64", "feedforward_dim": "128", "num_heads": "2", "encoder_unmasked_dim": "64",
+                 "num_encoder_layers": "1,1,1,1,1,1"}, head)
+    model = build_model(cfg)
+    feats, lens, tn, tp = batch()
+    without = model(feats, lens, tn, tp, alpha=0.5)
+    assert float(without["loss_ctc"]) == 0.0
+    model.eval()  # no dropout: the two calls see the same network
+    a = model(feats, lens, tn, tp, alpha=0.5)
+    b = model(feats, lens, tn, tp, alpha=0.5, ctc_scale=0.3)
+    assert b["loss_ctc"].item() > 0
+    torch.testing.assert_close(b["loss"], a["loss"] + 0.3 * b["loss_ctc"])
+    # the per-utterance CTC mean equals torch's own CTC on each utterance
+    enc, enc_lens = model.encoder(feats, lens)
+    per_utt = [float(model.ctc_loss(enc[i:i + 1], enc_lens[i:i + 1], [tn[i]])) for i in range(3)]
+    assert abs(float(b["loss_ctc"]) - sum(per_utt) / 3) < 1e-3
+    model.train()
+    b = model(feats, lens, tn, tp, alpha=0.5, ctc_scale=0.3)
+    b["loss"].backward()
+    assert model.ctc_output[1].weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="CTC output"):
+        small_model("norm")(feats, lens, tn, tp, ctc_scale=0.2)

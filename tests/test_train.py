@@ -111,3 +111,19 @@ def test_tiny_validation_loss_falls_and_checkpoints_average(tiny_corpus, tmp_pat
     torch.testing.assert_close(running[key], expected, rtol=1e-4, atol=1e-5)
     model = load_model_for_inference(tmp_path, 3, 2)
     assert model.desc == "epoch-3-avg-2" and not model.training and model.model_type == model_type
+
+
+def test_init_from_a_norm_checkpoint_with_auxiliary_ctc(tiny_corpus, tmp_path):
+    run(train_cmd(tiny_corpus, tmp_path / "seed", "--model-type", "norm", "--num-epochs", "1",
+                  "--max-batches", "2", "--save-every-n", "2"))
+    seed = tmp_path / "seed" / "checkpoint-2.pt"
+    r = run(train_cmd(tiny_corpus, tmp_path / "ft", "--model-type", "conditioned", "--num-epochs", "1",
+                      "--max-batches", "2", "--save-every-n", "2", "--init-from", str(seed),
+                      "--init-modules", "encoder,decoders", "--ctc-loss-scale", "0.2"))
+    assert f"from {seed} (--init-modules encoder,decoders)" in r.stderr
+    assert ", CTC " in r.stderr
+    ft = torch.load(tmp_path / "ft" / "checkpoint-2.pt", weights_only=False)
+    assert any(k.startswith("ctc_output.") for k in ft["model"])
+    bad = subprocess.run(train_cmd(tiny_corpus, tmp_path / "bad", "--init-from", str(tmp_path / "nope.pt"),
+                                   "--max-batches", "1"), cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode != 0 and "--init-from:" in bad.stderr

@@ -153,3 +153,75 @@ def update_averaged_model(model_avg: torch.nn.Module, model: torch.nn.Module, ba
                 v.mul_(weight_avg).add_(cur[k].detach().to(v.dtype), alpha=weight_cur)
             else:
                 v.copy_(cur[k])
+
+
+def _head_map(src_keys: List[str], dst_keys: List[str], group: str) -> Dict[str, str]:
+    """Target head name -> source head name for a head ``group`` (``decoders``, ``joiners``, ...).
+
+    Same names map to themselves; when the source has a single head, every
+    target head without a same-named source head starts from it (a ``norm``
+    or ``conditioned`` model's ``main`` head seeds both heads of a
+    ``two-decoder`` model).
+    """
+    def heads(keys: List[str]) -> List[str]:
+        return sorted({k.split(".")[1] for k in keys if k.startswith(group + ".")})
+
+    src, dst = heads(src_keys), heads(dst_keys)
+    out = {}
+    for name in dst:
+        if name in src:
+            out[name] = name
+        elif len(src) == 1:
+            out[name] = src[0]
+    return out
+
+
+INIT_MODULES = ("encoder", "decoders", "joiners", "simple_am_proj", "simple_lm_proj", "ctc_output")
+
+
+def init_from_checkpoint(model: torch.nn.Module, path: Path, modules: List[str]) -> Dict[str, List[str]]:
+    """Copy the weights of ``modules`` from a trained checkpoint into ``model`` (fine-tuning).
+
+    A tensor is copied when its name (after ``_head_map``) and shape match;
+    the others keep their fresh initialisation (e.g. a ``conditioned``
+    predictor's convolution, whose input includes the mode embedding, when
+    starting from a ``norm`` model).  Takes the checkpoint's final weights,
+    not its running average.  Returns ``{"copied": [...], "kept": [...]}``
+    (target names) and raises ``ValueError`` when the encoder cannot be
+    copied whole (a different encoder configuration).
+    """
+    unknown = sorted(set(modules) - set(INIT_MODULES))
+    if unknown:
+        raise ValueError(f"Unknown --init-modules {unknown}; choose from {', '.join(INIT_MODULES)}")
+    src = load_checkpoint(path)
+    if "model" not in src:
+        raise ValueError(f"{path} is not a training checkpoint (no 'model' weights)")
+    src_sd = src["model"]
+    dst_sd = model.state_dict()
+    maps = {g: _head_map(list(src_sd), list(dst_sd), g) for g in INIT_MODULES if g not in ("encoder", "ctc_output")}
+    copied, kept, new_sd = [], [], {}
+    for k, v in dst_sd.items():
+        group = k.split(".")[0]
+        if group not in modules:
+            continue
+        src_k = k
+        if group in maps:
+            parts = k.split(".")
+            if parts[1] not in maps[group]:
+                kept.append(k)
+                continue
+            src_k = ".".join([group, maps[group][parts[1]]] + parts[2:])
+        if src_k in src_sd and src_sd[src_k].shape == v.shape:
+            new_sd[k] = src_sd[src_k]
+            copied.append(k)
+        else:
+            kept.append(k)
+    if "encoder" in modules:
+        missing = [k for k in kept if k.startswith("encoder.")]
+        if missing:
+            raise ValueError(
+                f"The encoder of {path} does not match this model ({len(missing)} tensors differ, e.g. "
+                f"{missing[0]}): use the same --encoder configuration"
+            )
+    model.load_state_dict(new_sd, strict=False)
+    return {"copied": copied, "kept": kept}

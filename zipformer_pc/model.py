@@ -40,6 +40,7 @@ class HeadConfig:
     context_size: int = 2
     mode_dim: int = 12  # conditioned only
     with_simple_proj: bool = False  # k2 pruned loss needs the "simple" projections
+    ctc: bool = False  # an auxiliary CTC output on the encoder (training only)
 
     def __post_init__(self) -> None:
         if self.model_type not in MODEL_TYPES:
@@ -77,6 +78,11 @@ class Transducer(nn.Module):
         else:
             self.simple_am_proj = None
             self.simple_lm_proj = None
+        # Auxiliary CTC output (--ctc-loss-scale): speeds up the encoder's early
+        # learning; decoding, export and streaming never use it.
+        self.ctc_output = (
+            nn.Sequential(nn.Dropout(0.1), nn.Linear(enc_dim, cfg.vocab_size)) if cfg.ctc else None
+        )
 
     @property
     def model_type(self) -> str:
@@ -127,6 +133,7 @@ class Transducer(nn.Module):
         alpha: float = 0.5,
         loss_cfg: LossConfig = LossConfig(),
         batch_idx: Optional[int] = None,
+        ctc_scale: float = 0.0,
     ) -> Dict[str, torch.Tensor]:
         """
         Args:
@@ -134,10 +141,13 @@ class Transducer(nn.Module):
           tokens_n: N token ids per utterance.
           tokens_p: P token ids per utterance, None where the utterance has no P.
           alpha: weight of the P term.
+          ctc_scale: weight of the auxiliary CTC loss (needs ``HeadConfig.ctc``),
+            computed on N (P for ``punct``) and added to the transducer loss.
         Returns:
           dict with ``loss`` (to backpropagate), ``loss_n`` / ``loss_p``
           (per-utterance means, 0 when absent), ``num_n`` / ``num_p``
-          (utterances behind each term) and ``frames`` (encoder frames).
+          (utterances behind each term), ``loss_ctc`` (per-utterance mean, 0
+          when unused) and ``frames`` (encoder frames).
         """
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha}")
@@ -147,7 +157,7 @@ class Transducer(nn.Module):
         out: Dict[str, torch.Tensor] = {
             "loss_n": zero, "loss_p": zero,
             "num_n": torch.tensor(0, device=dev), "num_p": torch.tensor(0, device=dev),
-            "frames": encoder_lens.sum(),
+            "frames": encoder_lens.sum(), "loss_ctc": zero,
         }
         terms = []
         for mode in self.trained_modes():
@@ -170,8 +180,31 @@ class Transducer(nn.Module):
             else:
                 weight = alpha if mode == MODE_P else 1.0 - alpha
             terms.append(weight * mean)
+        if ctc_scale > 0:
+            if self.ctc_output is None:
+                raise ValueError("ctc_scale > 0 needs a model built with a CTC output (HeadConfig.ctc)")
+            if self.model_type == "punct":
+                idx = [i for i, t in enumerate(tokens_p) if t is not None]
+                targets = [tokens_p[i] for i in idx]
+            else:
+                idx, targets = list(range(len(tokens_n))), list(tokens_n)
+            if idx:
+                sel = torch.as_tensor(idx, device=dev)
+                out["loss_ctc"] = self.ctc_loss(encoder_out[sel], encoder_lens[sel], targets) / len(idx)
+                terms.append(ctc_scale * out["loss_ctc"])
         out["loss"] = sum(terms) if terms else zero
         return out
+
+    def ctc_loss(self, encoder_out: torch.Tensor, encoder_lens: torch.Tensor,
+                 targets: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Summed CTC loss (blank = the transducer's blank) of ``targets`` on the encoder output."""
+        assert self.ctc_output is not None
+        log_probs = self.ctc_output(encoder_out).float().log_softmax(-1)
+        flat = torch.as_tensor([t for seq in targets for t in seq], dtype=torch.long, device=encoder_out.device)
+        target_lens = torch.as_tensor([len(t) for t in targets], dtype=torch.long, device=encoder_out.device)
+        # zero_infinity: an utterance with more tokens than frames adds 0, not inf
+        return nn.functional.ctc_loss(log_probs.transpose(0, 1), flat, encoder_lens, target_lens,
+                                      blank=self.cfg.blank_id, reduction="sum", zero_infinity=True)
 
     def head_config(self) -> Dict[str, object]:
         return asdict(self.cfg)

@@ -49,6 +49,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from zipformer_pc.checkpoint import (
+    init_from_checkpoint,
     load_checkpoint,
     remove_old_checkpoints,
     save_checkpoint,
@@ -92,6 +93,12 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--joiner-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
     g.add_argument("--context-size", type=int, default=2)
     g.add_argument("--mode-dim", type=int, default=12, help="Mode embedding size (conditioned)")
+    g.add_argument("--init-from", default=None,
+                   help="Start from the weights of this checkpoint (e.g. a norm model's epoch-E.pt) instead of a "
+                        "random initialisation: fine-tuning. Ignored when resuming.")
+    g.add_argument("--init-modules", default="encoder",
+                   help="Comma list of what --init-from copies: encoder, decoders, joiners, simple_am_proj, "
+                        "simple_lm_proj. Heads are matched by name, or all from a single-head model.")
 
     g = p.add_argument_group("loss")
     g.add_argument("--alpha", type=float, default=0.5, help="Weight of the punctuated loss L_P")
@@ -103,6 +110,9 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--am-scale", type=float, default=0.0)
     g.add_argument("--simple-loss-scale", type=float, default=0.5)
     g.add_argument("--warm-step", type=int, default=2000)
+    g.add_argument("--ctc-loss-scale", type=float, default=0.0,
+                   help="Weight of an auxiliary CTC loss on the encoder output (N targets; P for punct), as a "
+                        "regulariser; decoding and export ignore the CTC output. 0: the model has no CTC output")
 
     g = p.add_argument_group("optimization")
     g.add_argument("--optimizer", choices=["scaled_adam", "adamw"], default="scaled_adam")
@@ -149,6 +159,7 @@ def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dic
         context_size=args.context_size,
         mode_dim=args.mode_dim,
         with_simple_proj=with_simple_proj,
+        ctc=args.ctc_loss_scale > 0,
     )
     return make_model_config(args.encoder, overrides, head)
 
@@ -171,7 +182,7 @@ def compute_loss(model, batch, args, loss_cfg: LossConfig, device, batch_idx: Op
     lens = batch["feature_lens"].to(device)
     with torch.autocast(device_type=device.type, enabled=args.use_fp16 and device.type == "cuda"):
         return model(feats, lens, batch["tokens_n"], batch["tokens_p"], alpha=args.alpha,
-                     loss_cfg=loss_cfg, batch_idx=batch_idx)
+                     loss_cfg=loss_cfg, batch_idx=batch_idx, ctc_scale=args.ctc_loss_scale)
 
 
 def validate(model, valid_dl, args, loss_cfg, device) -> Dict[str, float]:
@@ -236,6 +247,14 @@ def run(rank: int, world_size: int, args) -> None:
         n_enc = count_parameters(model.encoder)
         logging.info(f"Parameters: {count_parameters(model):,} in total, {n_enc:,} in the encoder "
                      f"({args.model_type}, encoder {args.encoder})")
+    if ckpt is None and args.init_from:
+        try:
+            got = init_from_checkpoint(model, Path(args.init_from), args.init_modules.split(","))
+        except (ValueError, FileNotFoundError) as e:
+            raise SystemExit(f"--init-from: {e}")
+        logging.info(f"Initialised {len(got['copied'])} tensors from {args.init_from} "
+                     f"(--init-modules {args.init_modules}); {len(got['kept'])} of those modules keep their "
+                     f"random initialisation" + (f": {', '.join(got['kept'])}" if got["kept"] else ""))
     model_avg = copy.deepcopy(model).to(torch.float64) if rank == 0 else None
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
@@ -363,13 +382,16 @@ def run(rank: int, world_size: int, args) -> None:
                 lr = scheduler.get_last_lr()[0]
                 logging.info(
                     f"Epoch {epoch}, batch {b}: loss {loss.item():.4f} (L_N {out['loss_n'].item():.3f} over "
-                    f"{int(out['num_n'])} utts, L_P {out['loss_p'].item():.3f} over {int(out['num_p'])} utts), "
+                    f"{int(out['num_n'])} utts, L_P {out['loss_p'].item():.3f} over {int(out['num_p'])} utts"
+                    + (f", CTC {out['loss_ctc'].item():.3f}" if args.ctc_loss_scale > 0 else "") + "), "
                     f"lr {lr:.2e}, {audio_sec / (time.time() - t_epoch):.1f} s audio/s"
                 )
                 if tb is not None:
                     tb.add_scalar("train/loss", loss.item(), b)
                     tb.add_scalar("train/loss_n", out["loss_n"].item(), b)
                     tb.add_scalar("train/loss_p", out["loss_p"].item(), b)
+                    if args.ctc_loss_scale > 0:
+                        tb.add_scalar("train/loss_ctc", out["loss_ctc"].item(), b)
                     tb.add_scalar("train/num_p", float(out["num_p"]), b)
                     tb.add_scalar("train/lr", lr, b)
             if b % args.valid_interval == 0:
