@@ -32,6 +32,8 @@ def test_each_method_and_mode_writes_results(trained_tiny_model, tiny_corpus, me
     exp_dir, epoch = trained_tiny_model
     r = decode(trained_tiny_model, tiny_corpus, "--decoding-method", method, "--beam-size", "2")
     assert "| test set | WER | PuncER | CaseER | PC-WER | PER | WER-C | WER-PC |" in r.stdout
+    expected = "cuda:0" if torch.cuda.is_available() else "cpu"
+    assert f"Decoding on {expected}" in r.stderr  # --device auto
     out = exp_dir / method
     for mode in ("N", "P"):
         summ = list(out.glob(f"wer-summary-test-{mode}-{method}-*.json"))
@@ -124,3 +126,19 @@ def test_cascade_restores_the_n_output_of_a_norm_model(tiny_corpus, tmp_path):
     bad[bad.index(str(tmp_path / "nope"))] = str(tmp_path / "p")
     r = subprocess.run(bad, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode != 0 and "norm model" in r.stderr
+
+
+def test_device_choice_and_its_errors():
+    from zipformer_pc.decode import pick_device
+
+    assert pick_device("cpu") == torch.device("cpu")
+    assert pick_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    for bad in ("tpu", "cuda:notanumber"):
+        with pytest.raises(SystemExit, match="--device"):
+            pick_device(bad)
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="CUDA is not available"):
+            pick_device("cuda")
+    else:
+        with pytest.raises(SystemExit, match="CUDA device"):
+            pick_device(f"cuda:{torch.cuda.device_count()}")

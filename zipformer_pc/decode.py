@@ -71,9 +71,28 @@ def get_parser() -> argparse.ArgumentParser:
                    help="Chunk-by-chunk streaming_forward instead of the masked full forward")
     p.add_argument("--max-duration", type=float, default=300.0)
     p.add_argument("--num-threads", type=int, default=2)
+    p.add_argument("--device", default="auto", help="auto (cuda:0 when CUDA is available, else cpu), cpu, cuda, cuda:N")
     p.add_argument("--restore-model", default="",
                    help="Cascade: restore P from the N output with this restoration model (.onnx or .pt checkpoint)")
     return p
+
+
+def pick_device(spec: str) -> torch.device:
+    """The device ``--device`` names; a clear error for a name torch rejects or a GPU that is not there."""
+    if spec == "auto":
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(spec)
+    except RuntimeError as e:
+        raise SystemExit(f"--device {spec!r}: {e}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit(f"--device {spec}: CUDA is not available on this machine (use --device cpu)")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise SystemExit(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type != "cpu":
+        raise SystemExit(f"--device {spec}: cpu or cuda expected")
+    return dev
 
 
 def parse_test_sets(spec: str) -> List[Tuple[str, str]]:
@@ -121,11 +140,13 @@ def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restore
     refs_p: Dict[str, Optional[str]] = {}
     audio = 0.0
     elapsed = 0.0
+    device = next(model.parameters()).device
     for batch in dl:
         feats, lens = batch["features"], batch["feature_lens"]
         if feats.size(1) < MIN_FRAMES:
             feats = torch.nn.functional.pad(feats, (0, 0, 0, MIN_FRAMES - feats.size(1)), value=-23.0259)
         t0 = time.perf_counter()
+        feats, lens = feats.to(device), lens.to(device)
         if args.streaming:
             enc, enc_lens = streaming_encode(model.encoder, feats, lens, args.chunk_size, args.left_context_frames)
         else:
@@ -145,6 +166,8 @@ def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restore
 
             batch_n = {cid: hyps[MODE_N][cid] for cid in batch["cut_ids"]}
             hyps[MODE_P].update(cascade_restore(batch_n, restorer))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         elapsed += time.perf_counter() - t0
         audio += sum(batch["durations"])
         for cid, n, p in zip(batch["cut_ids"], batch["texts_n"], batch["texts_p"]):
@@ -164,7 +187,10 @@ def main() -> None:
     args = get_parser().parse_args()
     torch.set_num_threads(args.num_threads)
     tests = parse_test_sets(args.test_sets)
+    device = pick_device(args.device)
     model = load_model_for_inference(Path(args.exp_dir), args.epoch, args.avg, args.iter, args.use_averaged_model)
+    model.to(device)
+    logging.info(f"Decoding on {device}")
     tokenizer = Tokenizer(args.bpe_model)
     if args.streaming and args.chunk_size <= 0:
         raise SystemExit("--streaming true needs --chunk-size > 0")

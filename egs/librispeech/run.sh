@@ -26,10 +26,11 @@
 # --speed-perturb true; it could well be twice as slow).  Other stages:
 # downloading ~60 GB; fbank of ~1000 h on CPU (hours, --prep-nj jobs); the
 # restoration model of prepare.sh stage 6 trains on CPU (hours); decoding
-# runs on CPU (decode.py has no GPU option): 10.5 h of test audio x 2
-# methods x 18 (17 systems + the cascade), --decode-nj jobs side by side (its
-# speed at this model size has not been measured); the streaming RTF is
-# measured on CPU.
+# (decode.py --device auto: the first GPU when there is one, else CPU) covers
+# 10.5 h of test audio x 2 methods x 18 (17 systems + the cascade),
+# --decode-nj jobs side by side (its speed at this model size has not been
+# measured; modified beam search runs utterance by utterance); the streaming
+# RTF is measured on CPU.
 #
 # Needs: k2 for the pruned RNN-T loss (--loss pruned stops with a clear error
 # without it; --loss full, torchaudio's loss over the whole T x U x 500
@@ -59,7 +60,7 @@
 #   --decoding-methods LIST       [greedy_search,modified_beam_search]
 #   --beam-size N                 modified_beam_search beam [4]
 #   --chunk-size N --left-context-frames N   streaming decoding/export [32, 128]
-#   --decode-nj N                 decoding jobs side by side (CPU) [4]
+#   --decode-nj N                 decoding jobs side by side [4]
 #   --decode-threads N            torch threads per decoding job [4]
 #   --decode-max-duration S       seconds of audio per decoding batch [600]
 #   --rtf-utts N                  test-clean utterances for the streaming RTF (0: all) [200]
