@@ -121,6 +121,27 @@ def load_outputs(exp_dir: Path, name: str, method: str, test: str, cascade: bool
     return Outputs(scores["N"], scores["P"], ", ".join(sources))
 
 
+def identical_output_groups(exp_dir: Path, names: List[str], method: str, test: str) -> List[List[str]]:
+    """Groups (of two or more) of systems whose N and P transcripts on ``test`` are identical."""
+    by_output: Dict[Tuple[str, ...], List[str]] = {}
+    for name in names:
+        key: List[str] = []
+        for mode in ("N", "P"):
+            path = find_recogs(exp_dir / name / method, test, mode, cascade=False)
+            if path is None:
+                key.append("")
+                continue
+            try:
+                hyps = read_transcripts(str(path), "hyp")
+            except (TranscriptError, OSError):
+                key.append(f"unreadable {path}")  # never grouped with another system
+                continue
+            key.append("\n".join(f"{u}\t{hyps[u]}" for u in sorted(hyps)))
+        if any(key):
+            by_output.setdefault(tuple(key), []).append(name)
+    return [g for g in by_output.values() if len(g) > 1]
+
+
 def parameter_count(exp_dir: Path, name: str) -> Optional[int]:
     logs = sorted((exp_dir / name / "log").glob("log-train-*"))
     for path in reversed(logs):
@@ -285,6 +306,12 @@ def main() -> None:
         w("")
     elif hours:
         w(f"Each model saw {hours} in training.")
+        w("")
+    same = identical_output_groups(args.exp_dir, list(systems), method, TEST_SETS[0][0])
+    if same:
+        w(f"Systems whose transcripts on `{TEST_SETS[0][0]}` are identical, in both modes, hence equal rows: "
+          + "; ".join(" = ".join(g) for g in same) + ". They were trained separately (their weights differ); "
+          "at this budget they still emit the same strings.")
         w("")
 
     # ---------------------------------------------------------- Tables I, II

@@ -123,6 +123,18 @@ def test_identical_systems_get_no_significance_mark(tmp_path):
     cells = row_cells(md, "## Alpha", "cond_p_a0.3")
     assert cells[1] == "0.3" and "*" not in "".join(cells)
     assert float(cells[3]) > 0  # PuncER
+    assert "are identical, in both modes, hence equal rows: cond_p = cond_p_a0.3." in md
+
+
+def test_systems_with_different_transcripts_are_not_called_identical(tmp_path):
+    exp, results = tmp_path / "exp", tmp_path / "res"
+    write_registry(exp, ["cond_p", "cond_p_a0.3", "cond_p_a0.7"])
+    fabricate(exp, "cond_p", "test", lambda r: r.replace(",", ""))
+    fabricate(exp, "cond_p_a0.3", "test", lambda r: r.replace(",", ";"))  # close to cond_p, other strings
+    fabricate(exp, "cond_p_a0.7", "test", lambda r: r)
+    r = run(exp, results, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "are identical" not in (results / "RESULTS.md").read_text()
 
 
 def test_rtf_column_comes_from_measure_rtf_json(tmp_path):

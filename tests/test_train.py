@@ -127,3 +127,26 @@ def test_init_from_a_norm_checkpoint_with_auxiliary_ctc(tiny_corpus, tmp_path):
     bad = subprocess.run(train_cmd(tiny_corpus, tmp_path / "bad", "--init-from", str(tmp_path / "nope.pt"),
                                    "--max-batches", "1"), cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode != 0 and "--init-from:" in bad.stderr
+
+
+def test_auto_punct_training_validates_on_true_p_when_dev_has_no_p_auto(tiny_corpus, tmp_path):
+    from lhotse import CutSet, load_manifest_lazy
+
+    from zipformer_pc.references import P_AUTO_KEY, P_KEY, any_auto_punct
+
+    cuts = []
+    for c in load_manifest_lazy(tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"):
+        for s in c.supervisions:
+            s.custom[P_AUTO_KEY] = s.custom[P_KEY].rstrip(".?") + "."  # a P' that differs from P
+        cuts.append(c)
+    train = tmp_path / "train_pauto.jsonl.gz"
+    CutSet.from_cuts(cuts).to_file(train)
+    dev = tiny_corpus / "fbank" / "synth_cuts_dev.jsonl.gz"
+    assert any_auto_punct(load_manifest_lazy(train)) and not any_auto_punct(load_manifest_lazy(dev))
+    cmd = train_cmd(tiny_corpus, tmp_path / "exp", "--model-type", "punct", "--use-auto-punct", "true",
+                    "--max-batches", "1", "--valid-interval", "1")
+    cmd[cmd.index("--train-cuts") + 1] = str(train)
+    r = run(cmd)
+    assert "carry no P' reference: mode P is validated on their true P" in r.stderr
+    line = next(x for x in r.stderr.splitlines() if "Validation at batch 1" in x)
+    assert "'valid_num_p': 0.0" not in line and "'valid_loss_p': nan" not in line

@@ -65,6 +65,11 @@ def get_p(sup, use_auto: bool = False) -> Optional[str]:
     return custom.get(P_AUTO_KEY if use_auto else P_KEY)
 
 
+def any_auto_punct(cuts) -> bool:
+    """Whether any supervision of ``cuts`` (an iterable of cuts) carries a P' reference."""
+    return any(get_p(s, use_auto=True) is not None for c in cuts for s in c.supervisions)
+
+
 def has_p(cut) -> bool:
     return all(get_p(s) is not None for s in cut.supervisions) and len(cut.supervisions) > 0
 

@@ -59,6 +59,7 @@ from zipformer_pc.dataset import PCAsrDataset, Tokenizer
 from zipformer_pc.loss import LossConfig, resolve_backend
 from zipformer_pc.model import MODEL_TYPES, HeadConfig, Transducer, build_model, make_model_config
 from zipformer_pc.optim import Eden, make_optimizer
+from zipformer_pc.references import any_auto_punct
 from zipformer_pc.zipformer import ENCODER_CONFIGS, count_parameters
 from zipformer_pc.utils import str2bool
 
@@ -291,7 +292,10 @@ def run(rank: int, world_size: int, args) -> None:
                                                 **sampler_opts)
     else:
         train_sampler = DynamicCutSampler(load_manifest_lazy(args.train_cuts), **sampler_opts)
-    valid_ds = PCAsrDataset(tokenizer, use_auto_punct=args.use_auto_punct, seed=args.seed)
+    valid_auto = args.use_auto_punct and any_auto_punct(load_manifest_lazy(args.valid_cuts))
+    if args.use_auto_punct and not valid_auto and rank == 0:
+        logging.info("The validation cuts carry no P' reference: mode P is validated on their true P")
+    valid_ds = PCAsrDataset(tokenizer, use_auto_punct=valid_auto, seed=args.seed)
     valid_sampler = DynamicBucketingSampler(
         load_manifest_lazy(args.valid_cuts), max_duration=args.max_duration, shuffle=False,
         num_buckets=2, world_size=world_size, rank=rank,
