@@ -147,7 +147,8 @@ class Synthesizer:
                 effects += ["pitch", str(sox_pitch_cents)]
             if abs(sox_tempo - 1.0) > 1e-3:
                 effects += ["tempo", "-s", f"{sox_tempo:.3f}"]
-            subprocess.run(["sox", "-q", raw, "-r", "16000", "-c", "1", "-b", "16", out_flac] + effects,
+            # -R: repeatable dither (a fixed seed), so the same seed gives the same samples
+            subprocess.run(["sox", "-q", "-R", raw, "-r", "16000", "-c", "1", "-b", "16", out_flac] + effects,
                            check=True, capture_output=True, timeout=120)
 
     def close(self) -> None:
