@@ -42,6 +42,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 REPEATS = 100  # copies of each utterance per epoch
 EPOCHS = 5  # ~500 batches of 2-3 utterances, ~3.5 min on 2 cores
+MAX_SYM = 100  # symbols per frame in decoding (see the module doc)
 
 
 def predictor_ambiguous(cut, tokenizer, context_size: int = 2) -> bool:
@@ -74,9 +75,9 @@ def pick_three(cuts, tokenizer):
 def memorised_model(tiny_corpus, tmp_path_factory):
     from lhotse import CutSet
 
-    work = tmp_path_factory.mktemp("memorised")
     from zipformer_pc.dataset import Tokenizer
 
+    work = tmp_path_factory.mktemp("memorised")
     tokenizer = Tokenizer(str(tiny_corpus / "lang_bpe_120" / "bpe.model"))
     three = pick_three(CutSet.from_file(tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"), tokenizer)
     CutSet.from_cuts(three).to_file(work / "three.jsonl.gz")
@@ -103,12 +104,12 @@ def decode(memorised_model, bpe_model):
     exp_dir, cuts, _ = memorised_model
     cmd = [sys.executable, "-m", "zipformer_pc.decode", "--exp-dir", str(exp_dir), "--epoch", str(EPOCHS), "--avg", "1",
            "--use-averaged-model", "false", "--bpe-model", str(bpe_model), "--test-sets", f"three={cuts}",
-           "--num-threads", "2", "--max-sym-per-frame", "100"]
+           "--num-threads", "2", "--max-sym-per-frame", str(MAX_SYM)]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     pairs, summaries = {}, {}
     for mode in ("N", "P"):
-        stem = f"three-{mode}-greedy_search-epoch-{EPOCHS}-avg-1-max-sym-100"
+        stem = f"three-{mode}-greedy_search-epoch-{EPOCHS}-avg-1-max-sym-{MAX_SYM}"
         lines = (exp_dir / "greedy_search" / f"recogs-{stem}.txt").read_text().splitlines()
         out = {}
         for line in lines:
@@ -213,7 +214,6 @@ def test_each_mode_scores_its_own_reference_far_above_the_other(memorised_model,
             assert loss[MODE_N, "n"] < 0.5 and loss[MODE_P, "p"] < 0.5, (cut_id, loss)
             assert loss[MODE_N, "p"] > loss[MODE_N, "n"] + 10, (cut_id, loss)
             assert loss[MODE_P, "n"] > loss[MODE_P, "p"] + 10, (cut_id, loss)
-
 
 
 def test_predictor_ambiguity_check():
