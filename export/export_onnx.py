@@ -383,7 +383,10 @@ def main(argv=None) -> None:
     args = get_parser().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s", level=logging.INFO)
     torch.set_num_threads(1)
-    model = load_model_for_inference(args.exp_dir, args.epoch, args.avg, args.iter, args.use_averaged_model)
+    try:
+        model = load_model_for_inference(args.exp_dir, args.epoch, args.avg, args.iter, args.use_averaged_model)
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"Cannot load the model to export: {e}")
     if args.iter > 0:
         tag = f"iter-{args.iter}-avg-{args.avg}"
     else:

@@ -84,6 +84,9 @@ def setup(tmp_path_factory):
                                                text=n, custom={P_KEY: p} if p else None)]
         cuts.append(cut)
     CutSet.from_cuts(cuts).to_file(d / "cuts.jsonl.gz")
+    # the samples measure_rtf decodes: the 16-bit wavs as lhotse reads them (the
+    # float originals differ by the quantization, enough to flip a random model)
+    audio = [c.load_audio()[0] for c in cuts]
     return {"dir": d, "cond": cond, "norm": norm, "restore": restore, "cuts": d / "cuts.jsonl.gz", "audio": audio}
 
 

@@ -96,7 +96,10 @@ def test_cascade_restores_the_n_output_of_a_norm_model(tiny_corpus, tmp_path):
     model = build_model(cfg)
     with torch.no_grad():  # untrained: make it emit, so the restoration has words to work on
         model.joiners["main"].output_linear.bias[0] = -5.0
-    save_checkpoint(tmp_path / "epoch-1.pt", {"model": model.state_dict(), "model_config": cfg})
+    # the bias edit stands in for training: the checkpoint says one update was made
+    # (decoding refuses weights that never saw a training step)
+    save_checkpoint(tmp_path / "epoch-1.pt", {"model": model.state_dict(), "model_config": cfg,
+                                             "batch_idx_train": 1, "optimizer_steps": 1})
     restore = tiny_corpus / "restore" / "p1" / "restore.onnx"
     assert restore.is_file(), "prepare.sh stage 6 did not export the restoration model"
     cmd = [sys.executable, "-m", "zipformer_pc.decode", "--exp-dir", str(tmp_path), "--epoch", "1", "--avg", "1",

@@ -3,7 +3,13 @@
 import pytest
 import torch
 
-from zipformer_pc.checkpoint import average_between, average_state_dicts, update_averaged_model
+from zipformer_pc.checkpoint import (
+    RunningAverage,
+    average_between,
+    average_state_dicts,
+    averaged_weights,
+    save_checkpoint,
+)
 from zipformer_pc.decoder import MODE_N, MODE_P, Decoder
 from zipformer_pc.loss import LossConfig
 from zipformer_pc.model import HeadConfig, Transducer, build_model, make_model_config
@@ -145,31 +151,118 @@ def test_conditioned_has_fewer_parameters_than_two_decoder():
 # ---------------------------------------------------------------- averaging
 
 
-def test_average_between_recovers_the_mean_of_the_interval():
-    # weights w_1..w_6 at batches 1..6; running averages at batches 2 and 6
-    ws = [torch.tensor([float(i), 2.0 * i]) for i in range(1, 7)]
-    avg2 = sum(ws[:2]) / 2
-    avg6 = sum(ws) / 6
-    start = {"batch_idx_train": 2, "model_avg": {"w": avg2}}
-    end = {"batch_idx_train": 6, "model_avg": {"w": avg6}}
-    got = average_between(start, end)["w"]
-    assert torch.allclose(got, sum(ws[2:]) / 4)
-    with pytest.raises(ValueError):
-        average_between(end, start)
+def _stepping_model():
+    """A tiny module whose weights we set by hand, with a non-floating buffer."""
+    m = torch.nn.Linear(3, 2)
+    m.register_buffer("count", torch.tensor(0))
+    return m
 
 
-def test_running_average_update_matches_the_mean():
-    model = torch.nn.Linear(2, 1, bias=False)
-    avg = torch.nn.Linear(2, 1, bias=False).double()
-    seen = []
-    for b in range(1, 9):
-        with torch.no_grad():
-            model.weight.fill_(float(b))
-        if b % 2 == 0:  # average_period = 2
-            seen.append(float(b))
-            update_averaged_model(avg, model, b, 2)
-    # with period 2 the average weights each snapshot by the batches it stands for
-    assert torch.allclose(avg.weight, torch.full_like(avg.weight, sum(seen) / len(seen)))
+def _set(m, b: int) -> None:
+    g = torch.Generator().manual_seed(b)
+    with torch.no_grad():
+        m.weight.copy_(torch.randn(2, 3, generator=g))
+        m.bias.copy_(torch.randn(2, generator=g))
+        m.count.fill_(b)
+
+
+@pytest.mark.parametrize("period", [1, 3, 200])
+def test_running_average_is_the_exact_mean_of_every_batch_whatever_the_period(period):
+    # Checkpoints at irregular batches (epochs of 7, 2 and 11 batches), some
+    # shorter than the period: the mean always covers every batch so far, and
+    # average_between recovers each interval exactly (float64, atol 1e-12).
+    m = _stepping_model()
+    ra = RunningAverage(m, period)
+    per_step, saved = [], {}
+    for b in range(1, 21):
+        _set(m, b)
+        ra.step()
+        per_step.append({k: v.clone() for k, v in m.state_dict().items()})
+        if b in (7, 9, 20):
+            saved[b] = {**ra.state_dict(), "batch_idx_train": b}
+    for b, st in saved.items():
+        assert st["model_avg_batches"] == b
+        brute = sum(s["weight"].double() for s in per_step[:b]) / b
+        torch.testing.assert_close(st["model_avg"]["weight"], brute, rtol=0, atol=1e-12)
+        assert int(st["model_avg"]["count"]) == b  # non-floating: the latest value
+    got = average_between(saved[7], saved[20])
+    brute = sum(s["bias"].double() for s in per_step[7:20]) / 13
+    torch.testing.assert_close(got["bias"], brute, rtol=0, atol=1e-12)
+    got = average_between(None, saved[9])  # from the start of training
+    torch.testing.assert_close(got["weight"], sum(s["weight"].double() for s in per_step[:9]) / 9, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="not after the start"):
+        average_between(saved[20], saved[7])
+
+
+def test_running_average_resumes_where_it_stopped():
+    # 10 batches straight, or 4 + checkpoint + resume in a new object + 6: the same mean
+    m = _stepping_model()
+    a = RunningAverage(m, 3)
+    for b in range(1, 11):
+        _set(m, b)
+        a.step()
+    b_ = RunningAverage(m, 3)
+    for b in range(1, 5):
+        _set(m, b)
+        b_.step()
+    state = b_.state_dict()
+    c = RunningAverage(m, 3)
+    c.load_state_dict(state)
+    for b in range(5, 11):
+        _set(m, b)
+        c.step()
+    torch.testing.assert_close(a.state_dict()["model_avg"]["weight"], c.state_dict()["model_avg"]["weight"],
+                               rtol=0, atol=1e-12)
+    assert c.state_dict()["model_avg_batches"] == 10
+
+
+def _write_ckpt(path, m, ra, batch, steps, epoch):
+    save_checkpoint(path, {"model": m.state_dict(), **ra.state_dict(), "batch_idx_train": batch,
+                           "optimizer_steps": steps, "cur_epoch": epoch, "model_config": {}})
+
+
+def test_averaged_weights_picks_the_interval_logs_it_and_refuses_untrained_or_old_weights(tmp_path, caplog):
+    m = _stepping_model()
+    ra = RunningAverage(m, 200)
+    ws = []
+    for b in range(1, 13):  # epochs of 4 batches, checkpoints every 3 batches
+        _set(m, b)
+        ra.step()
+        ws.append(m.weight.detach().double().clone())
+        if b % 3 == 0:
+            _write_ckpt(tmp_path / f"checkpoint-{b}.pt", m, ra, b, b, (b - 1) // 4 + 1)
+        if b % 4 == 0:
+            _write_ckpt(tmp_path / f"epoch-{b // 4}.pt", m, ra, b, b, b // 4)
+    with caplog.at_level("INFO"):
+        w = averaged_weights(tmp_path, epoch=3, avg=2)
+    torch.testing.assert_close(w["model"]["weight"], sum(ws[4:12]) / 8, rtol=0, atol=1e-12)
+    assert w["batches"] == (5, 12) and "batches 5..12" in caplog.text
+    w = averaged_weights(tmp_path, epoch=2, avg=5)  # reaches back to the start of training
+    torch.testing.assert_close(w["model"]["weight"], sum(ws[:8]) / 8, rtol=0, atol=1e-12)
+    w = averaged_weights(tmp_path, iteration=12, avg=2)
+    torch.testing.assert_close(w["model"]["weight"], sum(ws[6:12]) / 6, rtol=0, atol=1e-12)
+    assert w["desc"] == "iter-12-avg-2" and w["batches"] == (7, 12)
+    with pytest.raises(FileNotFoundError, match="checkpoint-11.pt not found"):
+        averaged_weights(tmp_path, iteration=11, avg=1)
+    with pytest.raises(FileNotFoundError, match="needs 5 checkpoint"):
+        averaged_weights(tmp_path, iteration=12, avg=4)
+    plain = averaged_weights(tmp_path, epoch=3, avg=2, use_averaged_model=False)
+    torch.testing.assert_close(plain["model"]["weight"].double(), (ws[7] + ws[11]) / 2)
+    # a checkpoint whose model never took an optimizer step is refused
+    fresh = RunningAverage(m, 200)
+    fresh.step()
+    _write_ckpt(tmp_path / "epoch-9.pt", m, fresh, 1, 0, 9)
+    for avg_model in (True, False):
+        with pytest.raises(ValueError, match="never saw a training step"):
+            averaged_weights(tmp_path, epoch=9, avg=1, use_averaged_model=avg_model)
+    # checkpoints written before exact averaging: a clear message, not old-style extrapolation
+    old = {"model": m.state_dict(), "model_avg": m.state_dict(), "batch_idx_train": 4, "cur_epoch": 1,
+           "model_config": {}}
+    save_checkpoint(tmp_path / "old" / "epoch-1.pt", old)
+    save_checkpoint(tmp_path / "old" / "epoch-2.pt", {**old, "batch_idx_train": 8})
+    with pytest.raises(ValueError, match="use-averaged-model false"):
+        averaged_weights(tmp_path / "old", epoch=2, avg=1)
+    assert averaged_weights(tmp_path / "old", epoch=2, avg=1, use_averaged_model=False)["batches"] == (8, 8)
 
 
 def test_average_state_dicts():

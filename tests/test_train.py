@@ -37,7 +37,9 @@ def run(cmd, timeout=600):
 def test_each_model_type_trains_a_few_steps(tiny_corpus, tmp_path, model_type):
     r = run(train_cmd(tiny_corpus, tmp_path, "--model-type", model_type, "--num-epochs", "1",
                       "--max-batches", "2", "--save-every-n", "2"))
-    assert "Transducer loss: full" in r.stderr  # no k2 here: the backend is logged
+    # the tiny encoder's CPU defaults fill what the command leaves out, and say so
+    assert "Defaults of --encoder tiny used for: " in r.stderr and "--loss pruned" in r.stderr
+    assert "Transducer loss: pruned (pruned RNN-T in plain PyTorch" in r.stderr  # no k2 here: logged
     assert f"({model_type}, encoder tiny)" in r.stderr
     ck = torch.load(tmp_path / "checkpoint-2.pt", weights_only=False)
     assert ck["model_config"]["head"]["model_type"] == model_type
@@ -106,8 +108,9 @@ def test_tiny_validation_loss_falls_and_checkpoints_average(tiny_corpus, tmp_pat
     key = next(k for k, v in plain.items() if v.is_floating_point() and v.numel() > 100)
     torch.testing.assert_close(plain[key], (e2["model"][key] + e3["model"][key]) / 2)
     running = averaged_weights(tmp_path, 3, 2)["model"]
-    b1, b3 = e1["batch_idx_train"], e3["batch_idx_train"]
-    expected = (e3["model_avg"][key] * b3 - e1["model_avg"][key] * b1) / (b3 - b1)
+    n1, n3 = e1["model_avg_batches"], e3["model_avg_batches"]
+    assert (n1, n3) == (e1["batch_idx_train"], e3["batch_idx_train"])
+    expected = (e3["model_avg"][key] * n3 - e1["model_avg"][key] * n1) / (n3 - n1)
     torch.testing.assert_close(running[key], expected, rtol=1e-4, atol=1e-5)
     model = load_model_for_inference(tmp_path, 3, 2)
     assert model.desc == "epoch-3-avg-2" and not model.training and model.model_type == model_type
@@ -150,3 +153,49 @@ def test_auto_punct_training_validates_on_true_p_when_dev_has_no_p_auto(tiny_cor
     assert "carry no P' reference: mode P is validated on their true P" in r.stderr
     line = next(x for x in r.stderr.splitlines() if "Validation at batch 1" in x)
     assert "'valid_num_p': 0.0" not in line and "'valid_loss_p': nan" not in line
+
+
+def test_short_epochs_average_exactly_the_per_batch_weights(tiny_corpus, tmp_path):
+    """Epochs (~6 batches) and the whole run far shorter than --average-period 200.
+
+    Every batch's weights are saved (``--save-every-n 1``), so the brute-force
+    mean over an interval can be compared with what decoding loads.  Before
+    the running average was made exact, this run decoded the random initial
+    weights (the average was never updated) and extrapolated intervals.
+    Tolerance: 1e-6 absolute (float64 sums of float32 weights).
+    """
+    from zipformer_pc.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
+
+    cmd = train_cmd(tiny_corpus, tmp_path, "--model-type", "conditioned", "--num-epochs", "3",
+                    "--save-every-n", "1", "--keep-last-k", "0", "--average-period", "200",
+                    "--warmup-batches", "2")
+    r = run(cmd, timeout=900)
+    per_batch = {int(p.stem.split("-")[1]): load_checkpoint(p)["model"] for p in batch_checkpoints(tmp_path)}
+    ends = [load_checkpoint(tmp_path / f"epoch-{e}.pt")["batch_idx_train"] for e in (1, 2, 3)]
+    assert ends[2] < 200 and sorted(per_batch) == list(range(1, ends[2] + 1)), (ends, sorted(per_batch))
+
+    def brute(first: int, last: int):
+        return {k: sum(per_batch[b][k].double() for b in range(first, last + 1)) / (last - first + 1)
+                for k, v in per_batch[last].items() if v.is_floating_point()}
+
+    init = load_checkpoint(tmp_path / "checkpoint-1.pt")  # for "it moved from batch 1"
+    for epoch, avg, first in ((3, 1, ends[1] + 1), (3, 2, ends[0] + 1), (2, 5, 1)):
+        w = averaged_weights(tmp_path, epoch=epoch, avg=avg)
+        assert w["batches"] == (first, ends[epoch - 1])
+        want = brute(first, ends[epoch - 1])
+        for k, v in want.items():
+            torch.testing.assert_close(w["model"][k].double(), v, rtol=0, atol=1e-6, msg=k)
+    w = averaged_weights(tmp_path, iteration=ends[2], avg=4)
+    for k, v in brute(ends[2] - 3, ends[2]).items():
+        torch.testing.assert_close(w["model"][k].double(), v, rtol=0, atol=1e-6, msg=k)
+    # the decoded weights are trained ones, not the initial copy
+    key = "joiners.main.output_linear.weight"
+    assert not torch.allclose(averaged_weights(tmp_path, epoch=3, avg=1)["model"][key].float(),
+                              init["model"][key], atol=1e-4)
+    # decode logs the batch range it averages
+    d = subprocess.run([sys.executable, "-m", "zipformer_pc.decode", "--exp-dir", str(tmp_path), "--epoch", "3",
+                        "--avg", "1", "--bpe-model", str(tiny_corpus / "lang_bpe_120" / "bpe.model"),
+                        "--test-sets", f"dev={tiny_corpus / 'fbank' / 'synth_cuts_dev.jsonl.gz'}",
+                        "--num-threads", "1"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert d.returncode == 0, d.stderr[-3000:]
+    assert f"batches {ends[1] + 1}..{ends[2]}" in d.stderr

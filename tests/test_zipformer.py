@@ -108,6 +108,27 @@ def test_swoosh_values_and_stability():
     assert torch.allclose(xg.grad, torch.tensor([-0.08, 0.92]))
 
 
+@pytest.mark.parametrize("fn,shift,offset", [(swoosh_r, 1.0, 0.313261687), (swoosh_l, 4.0, 0.035)])
+def test_swoosh_training_path_matches_the_plain_expression(fn, shift, offset):
+    # with gradients the lean autograd function runs; values and gradients
+    # must equal autograd through the plain formula
+    x = torch.linspace(-30, 30, 1203, dtype=torch.float64).reshape(3, 401)
+    a = x.clone().requires_grad_(True)
+    b = x.clone().requires_grad_(True)
+    w = torch.randn(3, 401, dtype=torch.float64)
+    ya = fn(a)
+    yb = torch.nn.functional.softplus(b - shift) - 0.08 * b - offset
+    assert ya.grad_fn is not None and "Swoosh" in type(ya.grad_fn).__name__
+    torch.testing.assert_close(ya, yb, rtol=0, atol=1e-12)
+    (ya * w).sum().backward()
+    (yb * w).sum().backward()
+    # softplus's own backward rounds sigmoid(x) to 1 for x > 20 (its threshold):
+    # differences up to ~3e-9 there, exact elsewhere
+    torch.testing.assert_close(a.grad, b.grad, rtol=0, atol=1e-8)
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), yb.detach(), rtol=0, atol=1e-12)
+
+
 def test_bias_norm():
     norm = BiasNorm(8)
     with torch.no_grad():

@@ -5,17 +5,20 @@ Files in an experiment directory (icefall's layout):
 * ``epoch-E.pt``: written at the end of epoch E;
 * ``checkpoint-B.pt``: written every ``--save-every-n`` batches (B counts
   training batches over all epochs); only the last ``--keep-last-k`` are kept;
-* each holds ``model`` (the weights), ``model_avg`` (a running average of the
-  weights since batch 0, updated every ``--average-period`` batches),
-  ``model_config`` (to rebuild the model), the optimizer, scheduler, sampler
-  and grad-scaler states, RNG states and the training counters.
+* each holds ``model`` (the weights), ``model_avg`` and ``model_avg_batches``
+  (the exact mean of the weights after every training batch ``1..n``,
+  :class:`RunningAverage`), ``model_config`` (to rebuild the model), the
+  optimizer, scheduler, sampler and grad-scaler states, RNG states and the
+  training counters (``batch_idx_train``, ``optimizer_steps``, ...).
 
-Averaging for decoding (``--epoch E --avg A``): with ``--use-averaged-model``
-(default) the average of the weights between the end of epoch E-A and the end
-of epoch E is recovered exactly from the two running averages:
-``(avg_E * n_E - avg_{E-A} * n_{E-A}) / (n_E - n_{E-A})`` with n the batch
-counts; otherwise the A checkpoints' weights are averaged.  ``--iter B``
-does the same with ``checkpoint-*.pt`` files.
+Averaging for decoding and export (``--epoch E --avg A``): with
+``--use-averaged-model`` (default) the mean of the weights after each batch
+between the end of epoch E-A and the end of epoch E, recovered exactly from
+the two running means: ``(avg_E * n_E - avg_{E-A} * n_{E-A}) / (n_E - n_{E-A})``
+with n the batches each covers; otherwise the A checkpoints' final weights
+are averaged.  ``--iter B --avg A`` does the same with ``checkpoint-*.pt``
+files.  Either way the batch range is logged, and weights that never saw an
+optimizer step are refused.
 """
 
 import glob
@@ -75,84 +78,196 @@ def average_state_dicts(states: List[Dict[str, torch.Tensor]]) -> Dict[str, torc
     return out
 
 
-def average_between(start: Dict[str, Any], end: Dict[str, Any]) -> Dict[str, torch.Tensor]:
-    """Weights averaged over the batches between two checkpoints, from their running averages."""
-    n0 = int(start["batch_idx_train"])
-    n1 = int(end["batch_idx_train"])
+class RunningAverage:
+    """The exact mean of the model weights after every training batch so far.
+
+    Each batch adds the current weights to an accumulator (float64 on CPU,
+    float32 on a GPU, where the step is cheap); every ``period`` batches, and
+    whenever :meth:`state_dict` is called (i.e. at every checkpoint), the
+    accumulator is folded into the float64 mean.  ``period`` therefore only
+    sets how often the weights are copied off the device: the mean covers
+    every batch ``1..batches`` whatever the period, the epoch length or the
+    checkpoint interval, so the average between two checkpoints is exact
+    (:func:`average_between`).  Batches whose update was skipped count with
+    the unchanged weights.  Non-floating tensors take their latest value.
+    """
+
+    def __init__(self, model: torch.nn.Module, period: int = 1) -> None:
+        if period < 1:
+            raise ValueError(f"--average-period must be >= 1, got {period}")
+        self.period = period
+        sd = model.state_dict()
+        self.keys = [k for k, v in sd.items() if v.is_floating_point()]
+        self.mean = {k: v.detach().to("cpu", torch.float64, copy=True) for k, v in sd.items()}
+        self.batches = 0
+        self._pending = 0
+        self._acc = {k: torch.zeros_like(sd[k], dtype=torch.float64 if sd[k].device.type == "cpu" else torch.float32)
+                     for k in self.keys}
+        self._model = model
+
+    def step(self) -> None:
+        """Account for the weights after one more training batch."""
+        with torch.no_grad():
+            sd = self._model.state_dict()
+            for k in self.keys:
+                self._acc[k].add_(sd[k].detach())
+        self._pending += 1
+        if self._pending >= self.period:
+            self.fold()
+
+    def fold(self) -> None:
+        if self._pending == 0:
+            return
+        n0, n1 = self.batches, self.batches + self._pending
+        sd = self._model.state_dict()
+        with torch.no_grad():
+            for k, v in sd.items():
+                if k in self._acc:
+                    self.mean[k].mul_(n0 / n1).add_(self._acc[k].to("cpu", torch.float64), alpha=1.0 / n1)
+                    self._acc[k].zero_()
+                else:
+                    self.mean[k].copy_(v.detach().cpu())
+        self.batches, self._pending = n1, 0
+
+    def state_dict(self) -> Dict[str, Any]:
+        """``{"model_avg": mean weights, "model_avg_batches": batches they cover}`` (folds first)."""
+        self.fold()
+        return {"model_avg": {k: v.clone() for k, v in self.mean.items()}, "model_avg_batches": self.batches}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue from a checkpoint's average (a checkpoint without ``model_avg_batches`` restarts it)."""
+        n = state.get("model_avg_batches")
+        if n is None or state.get("model_avg") is None:
+            logging.warning("The checkpoint has no exact running average (written by an older version): "
+                            "the average restarts here; --epoch/--avg intervals must start after this point")
+            return
+        for k, v in state["model_avg"].items():
+            self.mean[k].copy_(v)
+        self.batches, self._pending = int(n), 0
+        for a in self._acc.values():
+            a.zero_()
+
+
+def _avg_batches(ck: Dict[str, Any], name: str) -> int:
+    n = ck.get("model_avg_batches")
+    if n is None:
+        raise ValueError(f"{name} has no exact running average (written by an older version of train.py): "
+                         "decode it with --use-averaged-model false")
+    return int(n)
+
+
+def average_between(start: Optional[Dict[str, Any]], end: Dict[str, Any]) -> Dict[str, torch.Tensor]:
+    """Mean of the weights after each batch in ``(start, end]``, from the two checkpoints' running means.
+
+    ``start=None`` means the start of training (the mean of batches ``1..end``).
+    """
+    n0 = _avg_batches(start, "The start checkpoint") if start is not None else 0
+    n1 = _avg_batches(end, "The end checkpoint")
     if n1 <= n0:
-        raise ValueError(f"Cannot average: end checkpoint ({n1} batches) is not after the start ({n0})")
+        raise ValueError(f"Cannot average: the end checkpoint ({n1} batches) is not after the start ({n0})")
     w0, w1 = n0 / (n1 - n0), n1 / (n1 - n0)
     out = {}
     for k, v in end["model_avg"].items():
-        if v.is_floating_point():
-            out[k] = (v.to(torch.float64) * w1 - start["model_avg"][k].to(torch.float64) * w0).to(v.dtype)
+        if v.is_floating_point() and n0 > 0:
+            out[k] = v.to(torch.float64) * w1 - start["model_avg"][k].to(torch.float64) * w0  # type: ignore[index]
         else:
             out[k] = v.clone()
     return out
 
 
+def _steps(ck: Dict[str, Any]) -> int:
+    """Optimizer updates behind a checkpoint's weights (older checkpoints: their batch count)."""
+    return int(ck.get("optimizer_steps", ck.get("batch_idx_train", 0)))
+
+
+def _check_trained(ck: Dict[str, Any], name: str) -> None:
+    if _steps(ck) <= 0:
+        raise ValueError(f"{name} holds weights that never saw a training step "
+                         f"({ck.get('batch_idx_train', 0)} batches, none updated the model): refusing to use them")
+
+
 def averaged_weights(
     exp_dir: Path, epoch: int = 0, avg: int = 1, iteration: int = 0, use_averaged_model: bool = True
 ) -> Dict[str, Any]:
-    """Weights for decoding/export and the ``model_config`` to build them into.
+    """Weights for decoding/export, the ``model_config`` to build them into, and what they are.
 
-    ``iteration > 0`` selects ``checkpoint-*.pt`` files (the newest one at or
-    before that batch and the ``avg - 1`` before it); otherwise ``epoch-*.pt``.
+    ``--epoch E --avg A``: the mean of the weights after every batch between
+    the end of epoch E-A (the start of training when E-A < 1) and the end of
+    epoch E.  ``--iter B --avg A``: between ``checkpoint-B.pt`` and the A-th
+    ``checkpoint-*.pt`` before it.  With ``use_averaged_model=False`` the A
+    checkpoints' final weights are averaged instead (icefall's plain mode).
+
+    Returns ``model``, ``model_config``, ``desc`` (``epoch-E-avg-A`` or
+    ``iter-B-avg-A``, used in file names) and ``batches`` (first, last): the
+    training batches the weights stand for.  Raises ``ValueError`` or
+    ``FileNotFoundError`` with a clear message when the interval cannot be
+    recovered exactly or holds untrained weights.
     """
     exp_dir = Path(exp_dir)
+    if avg < 1:
+        raise ValueError(f"--avg must be >= 1, got {avg}")
     if iteration > 0:
+        desc = f"iter-{iteration}-avg-{avg}"
         cands = [p for p in batch_checkpoints(exp_dir) if int(re.search(r"(\d+)\.pt$", p.name).group(1)) <= iteration]
-        if len(cands) < avg + (1 if use_averaged_model else 0):
+        if not cands or cands[0].name != f"checkpoint-{iteration}.pt":
+            have = ", ".join(p.name for p in batch_checkpoints(exp_dir)[:5]) or "none"
+            raise FileNotFoundError(f"--iter {iteration}: {exp_dir}/checkpoint-{iteration}.pt not found (newest: {have})")
+        need = avg + 1 if use_averaged_model else avg
+        if len(cands) < need:
             raise FileNotFoundError(
-                f"Need {avg + int(use_averaged_model)} checkpoint-*.pt files at or before batch {iteration} in {exp_dir}, found {len(cands)}"
+                f"--iter {iteration} --avg {avg} needs {need} checkpoint-*.pt files at or before batch {iteration} "
+                f"in {exp_dir}, found {len(cands)} (older ones may have been removed by --keep-last-k)"
             )
-        if use_averaged_model:
-            end, start = load_checkpoint(cands[0]), load_checkpoint(cands[avg])
-            return {"model": average_between(start, end), "model_config": end["model_config"], "desc": f"iter-{iteration}-avg-{avg}"}
-        states = [load_checkpoint(p) for p in cands[:avg]]
-        return {"model": average_state_dicts([s["model"] for s in states]), "model_config": states[0]["model_config"],
-                "desc": f"iter-{iteration}-avg-{avg}"}
-    if epoch < 1:
-        raise ValueError("Give --epoch E >= 1 (or --iter B)")
+        paths = cands[:need][::-1]  # oldest first
+    else:
+        if epoch < 1:
+            raise ValueError("Give --epoch E >= 1 (or --iter B)")
+        desc = f"epoch-{epoch}-avg-{avg}"
+        first = epoch - avg if use_averaged_model else epoch - avg + 1
+        paths = [exp_dir / f"epoch-{e}.pt" for e in range(max(first, 1), epoch + 1)]
+        if not use_averaged_model and first < 1:
+            raise FileNotFoundError(f"--epoch {epoch} --avg {avg}: there is no epoch {first}")
     if use_averaged_model:
-        end = load_checkpoint(exp_dir / f"epoch-{epoch}.pt")
-        if epoch - avg < 1:
-            # from the start of training: the running average itself
-            logging.info(f"Using the running average of epoch-{epoch}.pt (all batches since the start)")
-            return {"model": end["model_avg"], "model_config": end["model_config"], "desc": f"epoch-{epoch}-avg-{avg}"}
-        start = load_checkpoint(exp_dir / f"epoch-{epoch - avg}.pt")
-        return {"model": average_between(start, end), "model_config": end["model_config"], "desc": f"epoch-{epoch}-avg-{avg}"}
-    first = max(1, epoch - avg + 1)
-    states = [load_checkpoint(exp_dir / f"epoch-{e}.pt") for e in range(first, epoch + 1)]
-    return {"model": average_state_dicts([s["model"] for s in states]), "model_config": states[-1]["model_config"],
-            "desc": f"epoch-{epoch}-avg-{avg}"}
+        end = load_checkpoint(paths[-1])
+        _check_trained(end, paths[-1].name)
+        from_start = iteration <= 0 and epoch - avg < 1
+        start = None if from_start else load_checkpoint(paths[0])
+        weights = average_between(start, end)
+        first_b = 1 if start is None else _avg_batches(start, paths[0].name) + 1
+        last_b = _avg_batches(end, paths[-1].name)
+        how = f"mean of the weights after each of batches {first_b}..{last_b}"
+        model_config = end["model_config"]
+    else:
+        states = [load_checkpoint(p) for p in paths]
+        for p, s in zip(paths, states):
+            _check_trained(s, p.name)
+        weights = average_state_dicts([s["model"] for s in states])
+        batches = [int(s["batch_idx_train"]) for s in states]
+        first_b, last_b = batches[0], batches[-1]
+        how = f"plain mean of the final weights of {', '.join(p.name for p in paths)} (batches {', '.join(map(str, batches))})"
+        model_config = states[-1]["model_config"]
+    logging.info(f"{desc}: {how} ({exp_dir})")
+    return {"model": weights, "model_config": model_config, "desc": desc, "batches": (first_b, last_b),
+            "how": how}
 
 
 def load_model_for_inference(
     exp_dir: Path, epoch: int = 0, avg: int = 1, iteration: int = 0, use_averaged_model: bool = True
 ):
-    """Build the model from the checkpoint's config and load (averaged) weights; eval mode."""
+    """Build the model from the checkpoint's config and load (averaged) weights; eval mode.
+
+    The model carries ``desc`` (``epoch-E-avg-A``) and ``averaged`` (which
+    batches, how) for logs and result files.
+    """
     from zipformer_pc.model import build_model
 
     w = averaged_weights(exp_dir, epoch, avg, iteration, use_averaged_model)
     model = build_model(w["model_config"])
-    model.load_state_dict(w["model"])
+    model.load_state_dict({k: v.to(torch.float32) if v.is_floating_point() else v for k, v in w["model"].items()})
     model.eval()
     model.desc = w["desc"]  # type: ignore[attr-defined]
+    model.averaged = w["how"]  # type: ignore[attr-defined]
     return model
-
-
-def update_averaged_model(model_avg: torch.nn.Module, model: torch.nn.Module, batch_idx_train: int, average_period: int) -> None:
-    """Running average since batch 0, updated every ``average_period`` batches."""
-    weight_cur = average_period / batch_idx_train
-    weight_avg = 1.0 - weight_cur
-    cur = model.state_dict()
-    with torch.no_grad():
-        for k, v in model_avg.state_dict().items():
-            if v.is_floating_point():
-                v.mul_(weight_avg).add_(cur[k].detach().to(v.dtype), alpha=weight_cur)
-            else:
-                v.copy_(cur[k])
 
 
 def _head_map(src_keys: List[str], dst_keys: List[str], group: str) -> Dict[str, str]:

@@ -188,7 +188,10 @@ def main() -> None:
     torch.set_num_threads(args.num_threads)
     tests = parse_test_sets(args.test_sets)
     device = pick_device(args.device)
-    model = load_model_for_inference(Path(args.exp_dir), args.epoch, args.avg, args.iter, args.use_averaged_model)
+    try:
+        model = load_model_for_inference(Path(args.exp_dir), args.epoch, args.avg, args.iter, args.use_averaged_model)
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"Cannot load the model to decode: {e}")
     model.to(device)
     logging.info(f"Decoding on {device}")
     tokenizer = Tokenizer(args.bpe_model)
@@ -248,7 +251,8 @@ def main() -> None:
                     continue
             score = score_corpus(pairs)
             summ = score.summary()
-            summ.update({"rtf": rtf, "test_set": name, "mode": tag, "model_type": model_name, "checkpoint": model.desc})
+            summ.update({"rtf": rtf, "test_set": name, "mode": tag, "model_type": model_name, "checkpoint": model.desc,
+                         "averaged": model.averaged})
             if restorer is not None:
                 summ["restore_model"] = args.restore_model
             summaries[m] = summ
@@ -266,7 +270,7 @@ def main() -> None:
                 for k in ("punc_er", "case_er", "pc_wer", "per", "wer_c", "wer_pc"):
                     row[k] = None
             rows.append((name, row))
-    table = [f"Model: {model_name} ({args.exp_dir}, {model.desc}), {suffix}", "", markdown_header("test set")]
+    table = [f"Model: {model_name} ({args.exp_dir}, {model.desc}: {model.averaged}), {suffix}", "", markdown_header("test set")]
     table += [markdown_row(n, r) for n, r in rows]
     text = "\n".join(table) + "\n"
     (out_dir / f"results-{suffix}.md").write_text(text)

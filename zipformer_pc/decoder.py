@@ -13,7 +13,7 @@ trainable parameters initialised like the token embeddings (the paper's code
 left the normalized one frozen at zero).
 """
 
-from typing import Union
+from typing import Optional, Union
 
 import torch
 import torch.nn as nn
@@ -35,6 +35,11 @@ class Decoder(nn.Module):
       context_size: number of previous tokens seen (1 = bigram-free, 2 = default).
       mode_dim: dimension of the mode embedding (0: not conditioned).
       num_modes: number of output modes when conditioned.
+      embed_std: standard deviation of the initial token and mode embeddings
+        (1.0 as icefall's ``nn.Embedding``; ``None``: ``(decoder_dim -
+        mode_dim) ** -0.5``, this project's first choice, which makes the
+        predictor's contribution to the joiner ~30x smaller than the
+        encoder's at the start of training).
     """
 
     def __init__(
@@ -45,6 +50,7 @@ class Decoder(nn.Module):
         context_size: int = 2,
         mode_dim: int = 0,
         num_modes: int = 2,
+        embed_std: Optional[float] = None,
     ) -> None:
         super().__init__()
         if context_size < 1:
@@ -56,11 +62,12 @@ class Decoder(nn.Module):
         self.blank_id = blank_id
         self.context_size = context_size
         self.mode_dim = mode_dim
+        std = (decoder_dim - mode_dim) ** -0.5 if embed_std is None else embed_std
         self.embedding = nn.Embedding(vocab_size, decoder_dim - mode_dim)
-        nn.init.normal_(self.embedding.weight, std=(decoder_dim - mode_dim) ** -0.5)
+        nn.init.normal_(self.embedding.weight, std=std)
         if mode_dim > 0:
             self.mode_embedding = nn.Embedding(num_modes, mode_dim)
-            nn.init.normal_(self.mode_embedding.weight, std=(decoder_dim - mode_dim) ** -0.5)
+            nn.init.normal_(self.mode_embedding.weight, std=std)
         else:
             self.mode_embedding = None
         if context_size > 1:

@@ -41,6 +41,9 @@ class HeadConfig:
     mode_dim: int = 12  # conditioned only
     with_simple_proj: bool = False  # k2 pruned loss needs the "simple" projections
     ctc: bool = False  # an auxiliary CTC output on the encoder (training only)
+    #: initial std of the predictor's embeddings (zipformer_pc.decoder.Decoder);
+    #: only the initialisation depends on it
+    embed_init_std: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.model_type not in MODEL_TYPES:
@@ -67,7 +70,8 @@ class Transducer(nn.Module):
         names = {"two-decoder": ["N", "P"]}.get(cfg.model_type, ["main"])
         mode_dim = cfg.mode_dim if cfg.model_type == "conditioned" else 0
         self.decoders = nn.ModuleDict(
-            {n: Decoder(cfg.vocab_size, cfg.decoder_dim, cfg.blank_id, cfg.context_size, mode_dim) for n in names}
+            {n: Decoder(cfg.vocab_size, cfg.decoder_dim, cfg.blank_id, cfg.context_size, mode_dim,
+                        embed_std=cfg.embed_init_std) for n in names}
         )
         self.joiners = nn.ModuleDict(
             {n: Joiner(enc_dim, cfg.decoder_dim, cfg.joiner_dim, cfg.vocab_size) for n in names}

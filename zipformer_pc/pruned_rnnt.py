@@ -45,18 +45,18 @@ def lattice_loss(px: torch.Tensor, py: torch.Tensor, t_lens: torch.Tensor, u_len
     n, t_max, u1 = py.shape
     px = px.double()
     py = py.double()
-    # cum[t, u] = sum of the symbol arcs (t, 0..u-1): moving up within frame t
-    cum = torch.cat([px.new_zeros(n, t_max, 1), px.cumsum(dim=2)], dim=2)  # (N, T, U+1)
-    start = px.new_full((n, u1), _REMOVED)
-    start[:, 0] = 0.0
-    alphas = []
-    arrive = start  # log-mass entering frame t at each u (from the blank arcs of frame t-1)
-    for t in range(t_max):
-        c = cum[:, t]
-        alpha = c + torch.logcumsumexp(arrive - c, dim=1)  # alpha(t,u) = logsum_k<=u arrive(k) + px(t, k..u-1)
-        alphas.append(alpha)
-        arrive = alpha + py[:, t]
-    alphas = torch.stack(alphas, dim=1)  # (N, T, U+1)
+    # The recursion runs over the symbol positions u (U+1 steps, far fewer
+    # than the T frames of a BPE transducer), each step one logcumsumexp over
+    # time.  cb[t, u] = sum of the blank arcs (0..t-1, u): moving right along
+    # row u.  Row u is entered from row u-1 by a symbol arc at some frame k:
+    #   alpha(t, u) = logsum_{k<=t} [alpha(k, u-1) + px(k, u-1)] + cb[t, u] - cb[k, u]
+    cb = torch.cat([py.new_zeros(n, 1, u1), py.cumsum(dim=1)[:, :-1]], dim=1)  # (N, T, U+1)
+    alphas = [cb[:, :, 0]]  # row 0: blanks only, from (0, 0)
+    for u in range(1, u1):
+        c = cb[:, :, u]
+        arrive = alphas[-1] + px[:, :, u - 1]
+        alphas.append(c + torch.logcumsumexp(arrive - c, dim=1))
+    alphas = torch.stack(alphas, dim=2)  # (N, T, U+1)
     idx_n = torch.arange(n, device=px.device)
     last_t = (t_lens - 1).clamp(min=0)
     final = alphas[idx_n, last_t, u_lens] + py[idx_n, last_t, u_lens]

@@ -114,6 +114,7 @@ class Conv2dSubsampling(nn.Module):
       out_channels: encoder width of the first Zipformer stack.
       layer1_channels, layer2_channels, layer3_channels: conv channel counts.
       dropout: dropout applied to the output.
+      convnext_hidden_ratio: expansion of the ConvNeXt block's point-wise MLP.
     """
 
     #: number of extra (look-ahead) feature frames a streaming chunk needs
@@ -127,6 +128,7 @@ class Conv2dSubsampling(nn.Module):
         layer2_channels: int = 32,
         layer3_channels: int = 128,
         dropout: float = 0.1,
+        convnext_hidden_ratio: int = 3,
     ) -> None:
         super().__init__()
         assert in_channels >= 9, in_channels
@@ -140,7 +142,7 @@ class Conv2dSubsampling(nn.Module):
             nn.Conv2d(layer2_channels, layer3_channels, kernel_size=3, stride=(1, 2)),
             SwooshR(),
         )
-        self.convnext = ConvNeXt(layer3_channels)
+        self.convnext = ConvNeXt(layer3_channels, hidden_ratio=convnext_hidden_ratio)
         self.layer3_channels = layer3_channels
         self.out_width = (((in_channels - 1) // 2) - 1) // 2
         self.out = nn.Linear(layer3_channels * self.out_width, out_channels)

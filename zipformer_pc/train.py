@@ -31,7 +31,6 @@ each log lists every parameter), ``tensorboard/`` and ``model_config.json``.
 """
 
 import argparse
-import copy
 import json
 import logging
 import math
@@ -50,10 +49,10 @@ import torch.multiprocessing as mp
 
 from zipformer_pc.checkpoint import (
     init_from_checkpoint,
+    RunningAverage,
     load_checkpoint,
     remove_old_checkpoints,
     save_checkpoint,
-    update_averaged_model,
 )
 from zipformer_pc.dataset import PCAsrDataset, Tokenizer
 from zipformer_pc.loss import LossConfig, resolve_backend
@@ -75,11 +74,11 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--train-cuts", required=True, help="Training cut manifest")
     g.add_argument("--valid-cuts", required=True, help="Validation cut manifest")
     g.add_argument("--bpe-model", required=True)
-    g.add_argument("--max-duration", type=float, default=200.0, help="Seconds of audio per batch")
+    g.add_argument("--max-duration", type=float, default=None, help="Seconds of audio per batch [per encoder]")
     g.add_argument("--num-buckets", type=int, default=10,
                    help="Duration buckets of the DynamicBucketingSampler; 1 = no bucketing (DynamicCutSampler)")
     g.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (0: exact mid-epoch resume)")
-    g.add_argument("--spec-augment", type=str2bool, default=True)
+    g.add_argument("--spec-augment", type=str2bool, default=None, help="lhotse SpecAugment [per encoder]")
     g.add_argument("--punct-proportion", type=float, default=None,
                    help="Paper's random per-batch split: fraction of utterances keeping P in each batch")
     g.add_argument("--use-auto-punct", type=str2bool, default=False, help="Train P on the P' references")
@@ -90,10 +89,19 @@ def get_parser() -> argparse.ArgumentParser:
     for f in ENCODER_FLAGS:
         g.add_argument("--" + f.replace("_", "-"), default=None, help="Override of the encoder config (comma list)")
     g.add_argument("--causal", type=str2bool, default=True)
+    g.add_argument("--dropout", type=float, default=None, help="Encoder dropout (config default: 0.1)")
+    g.add_argument("--feature-mask-prob", type=float, default=None,
+                   help="Per-frame probability of masking the channels above encoder_unmasked_dim at each "
+                        "stack input in training (config default: 0.15; 0: off)")
+    g.add_argument("--convnext-hidden-ratio", type=int, default=None,
+                   help="Expansion of the front end's ConvNeXt MLP (config default: 3)")
     g.add_argument("--decoder-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
     g.add_argument("--joiner-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
     g.add_argument("--context-size", type=int, default=2)
     g.add_argument("--mode-dim", type=int, default=12, help="Mode embedding size (conditioned)")
+    g.add_argument("--embed-init-std", type=float, default=None,
+                   help="Initial std of the predictor's token and mode embeddings (1.0 as icefall; 0: "
+                        "(decoder_dim - mode_dim)^-0.5, the earlier default) [per encoder]")
     g.add_argument("--init-from", default=None,
                    help="Start from the weights of this checkpoint (e.g. a norm model's epoch-E.pt) instead of a "
                         "random initialisation: fine-tuning. Ignored when resuming.")
@@ -103,24 +111,26 @@ def get_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("loss")
     g.add_argument("--alpha", type=float, default=0.5, help="Weight of the punctuated loss L_P")
-    g.add_argument("--loss", choices=["auto", "pruned", "full"], default="auto",
+    g.add_argument("--loss", choices=["auto", "pruned", "full"], default=None,
                    help="auto: k2 pruned RNN-T when k2 imports, else torchaudio's full RNN-T; "
-                        "pruned without k2: the plain-PyTorch pruned RNN-T (zipformer_pc.pruned_rnnt)")
+                        "pruned without k2: the plain-PyTorch pruned RNN-T (zipformer_pc.pruned_rnnt) [per encoder]")
     g.add_argument("--prune-range", type=int, default=5)
     g.add_argument("--lm-scale", type=float, default=0.25)
     g.add_argument("--am-scale", type=float, default=0.0)
     g.add_argument("--simple-loss-scale", type=float, default=0.5)
-    g.add_argument("--warm-step", type=int, default=2000)
-    g.add_argument("--ctc-loss-scale", type=float, default=0.0,
+    g.add_argument("--warm-step", type=int, default=None,
+                   help="Batches over which the pruned loss ramps up and the simple loss down [per encoder]")
+    g.add_argument("--ctc-loss-scale", type=float, default=None,
                    help="Weight of an auxiliary CTC loss on the encoder output (N targets; P for punct), as a "
-                        "regulariser; decoding and export ignore the CTC output. 0: the model has no CTC output")
+                        "regulariser; decoding and export ignore the CTC output. 0: the model has no CTC output "
+                        "[per encoder]")
 
     g = p.add_argument_group("optimization")
     g.add_argument("--optimizer", choices=["scaled_adam", "adamw"], default="scaled_adam")
-    g.add_argument("--base-lr", type=float, default=0.045)
-    g.add_argument("--lr-batches", type=float, default=7500)
-    g.add_argument("--lr-epochs", type=float, default=3.5)
-    g.add_argument("--warmup-batches", type=float, default=500)
+    g.add_argument("--base-lr", type=float, default=None, help="[per encoder]")
+    g.add_argument("--lr-batches", type=float, default=None, help="Eden's batch decay constant [per encoder]")
+    g.add_argument("--lr-epochs", type=float, default=None, help="Eden's epoch decay constant [per encoder]")
+    g.add_argument("--warmup-batches", type=float, default=None, help="Linear LR warm-up [per encoder]")
     g.add_argument("--use-fp16", type=str2bool, default=False, help="Mixed precision (CUDA only)")
 
     g = p.add_argument_group("run")
@@ -130,7 +140,13 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--start-batch", type=int, default=0, help="Resume from checkpoint-N.pt (mid-epoch)")
     g.add_argument("--save-every-n", type=int, default=2000)
     g.add_argument("--keep-last-k", type=int, default=30)
-    g.add_argument("--average-period", type=int, default=200)
+    g.add_argument("--average-period", type=int, default=200,
+                   help="Fold the per-batch weight sums into the running average every N batches (and at every "
+                        "checkpoint); the average is exact over every batch whatever N")
+    g.add_argument("--save-every-minutes", type=float, default=0,
+                   help="Also write checkpoint-B.pt every M minutes of training time (0: off); for learning curves")
+    g.add_argument("--max-minutes", type=float, default=0,
+                   help="Stop after M minutes of training time (validation excluded; 0: no limit)")
     g.add_argument("--valid-interval", type=int, default=3000, help="Validate every N batches (and each epoch end)")
     g.add_argument("--log-interval", type=int, default=50)
     g.add_argument("--max-batches", type=int, default=0, help="Stop after N training batches in total (0: no limit)")
@@ -142,6 +158,30 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Training defaults per --encoder, for the options marked [per encoder]; an
+# option given on the command line wins.  "paper" keeps icefall's LibriSpeech
+# settings (GPU batches of minutes of audio, tens of thousands of steps);
+# "tiny" has the settings measured to learn fastest on a 2-core CPU
+# (benchmarks/learning_curve.py; README, "Training on a CPU").
+TRAINING_DEFAULTS: Dict[str, Dict[str, Any]] = {
+    "paper": dict(max_duration=200.0, spec_augment=True, embed_init_std=0.0, loss="auto", warm_step=2000,
+                  ctc_loss_scale=0.0, base_lr=0.045, lr_batches=7500.0, lr_epochs=3.5, warmup_batches=500.0),
+    "tiny": dict(max_duration=60.0, spec_augment=False, embed_init_std=0.0, loss="pruned", warm_step=2000,
+                 ctc_loss_scale=0.3, base_lr=0.045, lr_batches=7500.0, lr_epochs=100.0, warmup_batches=50.0),
+}
+
+
+def apply_training_defaults(args) -> Dict[str, Any]:
+    """Fill the options left at None from ``TRAINING_DEFAULTS[args.encoder]``; returns what was filled."""
+    table = TRAINING_DEFAULTS.get(args.encoder, TRAINING_DEFAULTS["paper"])
+    filled = {}
+    for k, v in table.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+            filled[k] = v
+    return filled
+
+
 def fix_random_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
@@ -150,6 +190,9 @@ def fix_random_seed(seed: int) -> None:
 
 def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dict[str, Dict[str, object]]:
     overrides: Dict[str, Any] = {f: getattr(args, f) for f in ENCODER_FLAGS if getattr(args, f) is not None}
+    for f in ("dropout", "feature_mask_prob", "convnext_hidden_ratio"):
+        if getattr(args, f) is not None:
+            overrides[f] = getattr(args, f)
     overrides["causal"] = args.causal
     small = args.encoder == "tiny"
     head = HeadConfig(
@@ -161,6 +204,7 @@ def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dic
         mode_dim=args.mode_dim,
         with_simple_proj=with_simple_proj,
         ctc=args.ctc_loss_scale > 0,
+        embed_init_std=args.embed_init_std if args.embed_init_std > 0 else None,
     )
     return make_model_config(args.encoder, overrides, head)
 
@@ -223,6 +267,10 @@ def run(rank: int, world_size: int, args) -> None:
     if args.use_fp16 and device.type != "cuda":
         logging.warning("--use-fp16 needs CUDA; training in float32")
     logging.info("Training started with parameters:\n" + json.dumps(vars(args), indent=1))
+    filled = getattr(args, "defaults_filled", {})
+    if filled:
+        logging.info(f"Defaults of --encoder {args.encoder} used for: "
+                     + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in filled.items()))
 
     tokenizer = Tokenizer(args.bpe_model)
     backend = resolve_backend(args.loss)
@@ -256,12 +304,12 @@ def run(rank: int, world_size: int, args) -> None:
         logging.info(f"Initialised {len(got['copied'])} tensors from {args.init_from} "
                      f"(--init-modules {args.init_modules}); {len(got['kept'])} of those modules keep their "
                      f"random initialisation" + (f": {', '.join(got['kept'])}" if got["kept"] else ""))
-    model_avg = copy.deepcopy(model).to(torch.float64) if rank == 0 else None
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
-        if model_avg is not None:
-            model_avg.load_state_dict(ckpt["model_avg"])
     model.to(device)
+    model_avg = RunningAverage(model, args.average_period) if rank == 0 else None
+    if ckpt is not None and model_avg is not None:
+        model_avg.load_state_dict(ckpt)
     ddp_model = model
     if world_size > 1:
         # a head may get no gradient in a batch (no P utterance on this rank)
@@ -309,8 +357,10 @@ def run(rank: int, world_size: int, args) -> None:
 
         tb = SummaryWriter(log_dir=str(exp_dir / "tensorboard"))
 
-    counters = {"batch_idx_train": 0, "skipped_nonfinite": 0, "skipped_no_reference": 0,
-                "best_valid_loss": float("inf")}
+    # train_seconds: wall time spent in training batches (validation and
+    # checkpoint writing excluded); audio_seconds: audio in the updates made
+    counters = {"batch_idx_train": 0, "optimizer_steps": 0, "skipped_nonfinite": 0, "skipped_no_reference": 0,
+                "best_valid_loss": float("inf"), "train_seconds": 0.0, "audio_seconds": 0.0}
     start_epoch = args.start_epoch
     if ckpt is not None:
         for k in counters:
@@ -319,13 +369,16 @@ def run(rank: int, world_size: int, args) -> None:
     # Restored right before the first batch (after the DataLoader iterator is
     # created, which draws from the torch RNG), so a resumed run draws the same
     # random numbers as an uninterrupted one.
+    next_save_minute = 0.0
+    if args.save_every_minutes > 0:
+        next_save_minute = (int(counters["train_seconds"] / 60 / args.save_every_minutes) + 1) * args.save_every_minutes
     pending_rng = ckpt.get("rng_state") if (ckpt is not None and args.start_batch > 0) else None
     resume_sampler_state = ckpt.get("sampler") if (ckpt is not None and args.start_batch > 0) else None
 
     def state(cur_epoch: int, with_sampler: bool) -> Dict[str, Any]:
         return {
             "model": model.state_dict(),
-            "model_avg": model_avg.state_dict() if model_avg is not None else None,
+            **(model_avg.state_dict() if model_avg is not None else {"model_avg": None, "model_avg_batches": None}),
             "model_config": model_config,
             "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(),
@@ -338,7 +391,13 @@ def run(rank: int, world_size: int, args) -> None:
         }
 
     done = False
+    if args.max_minutes and counters["train_seconds"] / 60 >= args.max_minutes:
+        logging.info(f"Reached --max-minutes {args.max_minutes} already "
+                     f"({counters['train_seconds'] / 60:.1f} min of training): nothing to do")
+        done = True
     for epoch in range(start_epoch, args.num_epochs + 1):
+        if done:
+            break
         scheduler.step_epoch(epoch - 1)
         train_sampler.set_epoch(epoch - 1)
         train_ds.set_epoch(epoch)
@@ -353,6 +412,7 @@ def run(rank: int, world_size: int, args) -> None:
             for k, v in pending_rng.items():
                 {"torch": torch.set_rng_state, "python": random.setstate, "numpy": np.random.set_state}[k](v)
             pending_rng = None
+        t_batch = time.time()
         for batch in batches:
             counters["batch_idx_train"] += 1
             b = counters["batch_idx_train"]
@@ -377,11 +437,14 @@ def run(rank: int, world_size: int, args) -> None:
                 scaler.step(optimizer)
                 scaler.update()
                 stepped = True
+                counters["optimizer_steps"] += 1
                 audio_sec += sum(batch["durations"])
+                counters["audio_seconds"] += sum(batch["durations"])
             optimizer.zero_grad(set_to_none=True)
 
-            if model_avg is not None and b % args.average_period == 0:
-                update_averaged_model(model_avg, model, b, args.average_period)
+            if model_avg is not None:
+                model_avg.step()
+            counters["train_seconds"] += time.time() - t_batch
             if rank == 0 and stepped and b % args.log_interval == 0:
                 lr = scheduler.get_last_lr()[0]
                 logging.info(
@@ -398,22 +461,37 @@ def run(rank: int, world_size: int, args) -> None:
                         tb.add_scalar("train/loss_ctc", out["loss_ctc"].item(), b)
                     tb.add_scalar("train/num_p", float(out["num_p"]), b)
                     tb.add_scalar("train/lr", lr, b)
-            if b % args.valid_interval == 0:
+            minutes = counters["train_seconds"] / 60
+            by_time = bool(args.save_every_minutes) and minutes >= next_save_minute
+            if by_time:
+                next_save_minute = (int(minutes / args.save_every_minutes) + 1) * args.save_every_minutes
+            if args.max_minutes and minutes >= args.max_minutes:
+                done = by_time = True
+            if world_size > 1 and (args.save_every_minutes or args.max_minutes):
+                # the ranks' clocks differ slightly: rank 0's decision is everyone's
+                t = torch.tensor([float(by_time), float(done)], device=device)
+                dist.broadcast(t, src=0)
+                by_time, done = bool(t[0].item()), bool(t[1].item())
+            if done:
+                logging.info(f"Reached --max-minutes {args.max_minutes} ({minutes:.1f} min of training): stopping")
+            if b % args.valid_interval == 0 or by_time:
                 v = validate(ddp_model, valid_dl, args, loss_cfg, device)
                 if rank == 0:
                     logging.info(f"Validation at batch {b}: {v}")
                     if tb is not None:
                         for k in ("valid_loss_n", "valid_loss_p"):
                             tb.add_scalar(f"valid/{k[6:]}", v[k], b)
-            if b % args.save_every_n == 0:
+            if b % args.save_every_n == 0 or by_time or done:
                 if rank == 0:
                     save_checkpoint(exp_dir / f"checkpoint-{b}.pt", state(epoch, with_sampler=True))
                     remove_old_checkpoints(exp_dir, args.keep_last_k)
                     logging.info(f"Saved {exp_dir / f'checkpoint-{b}.pt'}")
-            if args.max_batches and b >= args.max_batches:
+            if args.max_batches and b >= args.max_batches and not done:
                 logging.info(f"Reached --max-batches {args.max_batches}: stopping")
                 done = True
+            if done:
                 break
+            t_batch = time.time()
         if done:
             break
         v = validate(ddp_model, valid_dl, args, loss_cfg, device)
@@ -440,6 +518,7 @@ def run(rank: int, world_size: int, args) -> None:
 
 def main() -> None:
     args = get_parser().parse_args()
+    args.defaults_filled = apply_training_defaults(args)
     if not 0.0 <= args.alpha <= 1.0:
         raise SystemExit(f"--alpha must be in [0, 1], got {args.alpha}")
     if args.num_buckets < 1:

@@ -129,6 +129,9 @@ class EncoderConfig:
     #: left contexts (frames at 50 Hz) drawn from in causal training; -1 = all
     left_context_frames: str = "64,128,256,-1"
     feature_dim: int = 80
+    #: expansion of the front end's ConvNeXt point-wise MLP (128 -> 128 x ratio
+    #: channels at 50 Hz x 19 bins: the largest activations of a small model)
+    convnext_hidden_ratio: int = 3
     dropout: float = 0.1
     #: probability, per frame and utterance, of zeroing the channels above
     #: ``encoder_unmasked_dim`` at a stack input (training only)
@@ -823,7 +826,8 @@ class ZipformerEncoder(nn.Module):
         #: streaming chunk sizes (50 Hz frames) must be multiples of this
         self.chunk_multiple = lcm
 
-        self.encoder_embed = Conv2dSubsampling(config.feature_dim, dims[0], dropout=config.dropout)
+        self.encoder_embed = Conv2dSubsampling(config.feature_dim, dims[0], dropout=config.dropout,
+                                               convnext_hidden_ratio=config.convnext_hidden_ratio)
         self.stacks = nn.ModuleList(
             ZipformerStack(
                 layers[i],
