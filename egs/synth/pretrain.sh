@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Train the shipped models of egs/synth/pretrained/ on a larger synthetic corpus:
+# a `norm` model (N only: the seed of the fine-tuning experiments, no P seen)
+# and the `conditioned` P+N model users run, started from the norm model.
+#
+# Training spans sessions: each call trains until the model's total training
+# time reaches its budget, resuming from the newest checkpoint-B.pt (training
+# time, not wall time: validation is excluded).  Run it in the background:
+#   nohup bash egs/synth/pretrain.sh > pretrain.log 2>&1 &
+#
+# Usage (from the project root):
+#   bash egs/synth/pretrain.sh                                   # everything
+#   bash egs/synth/pretrain.sh --stage 1 --stop-stage 1 --norm-minutes 300
+#   bash egs/synth/pretrain.sh --stage 3 --publish true          # decode, export, copy into egs/synth/pretrained
+#
+# Options (defaults in brackets):
+#   --stage N --stop-stage M   stages to run [0 .. 5]
+#   --data-dir DIR             corpus (kept outside the work tree for long runs) [data_pretrain]
+#   --exp-dir DIR              experiments [egs/synth/exp_pretrain]
+#   --train-hours H            training speech to synthesize [20]
+#   --norm-minutes M           training-time budget of the norm model [240]
+#   --cond-minutes M           training-time budget of the conditioned model [240]
+#   --threads N                torch threads of the training process [2]
+#   --avg A                    checkpoints (every --save-minutes) averaged for decoding/export [3]
+#   --save-minutes M           minutes of training between checkpoints [10]
+#   --publish true|false       stage 5 copies the models into --out-dir [false]
+#   --out-dir DIR              where stage 5 publishes [egs/synth/pretrained]
+#   --seed N                   [42]
+#   Extra training options for both models: --train-opts "..." [the tiny defaults of train.py]
+#
+# Stages:
+#   0  corpus: prepare.sh --train-hours H (text, TTS speech, fbank, tokenizer, subsets)
+#   1  norm model (tiny streaming encoder, N only)
+#   2  conditioned model, encoder and predictor/joiner initialised from the norm model
+#   3  decode test and test_ood with both models (greedy, simulated streaming chunk 32, left 128)
+#   4  ONNX export of the conditioned model (fp32 + int8) and its streaming RTF
+#   5  publish: egs/synth/pretrained/ (ONNX, tokens, bpe.model, fp16 weights of both, MODEL_CARD.md)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+stage=0
+stop_stage=5
+data_dir=data_pretrain
+exp_dir=egs/synth/exp_pretrain
+train_hours=20
+norm_minutes=240
+cond_minutes=240
+threads=2
+avg=3
+save_minutes=10
+publish=false
+out_dir=egs/synth/pretrained
+seed=42
+train_opts=""
+
+cmdline="bash egs/synth/pretrain.sh $*"
+. local/parse_options.sh
+. ./path.sh
+
+log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (egs/synth/pretrain.sh) $*"; }
+die() { echo "egs/synth/pretrain.sh: $*" >&2; exit 2; }
+run_this() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+
+dir=$data_dir/synth
+fbank=$dir/fbank
+chunk=32
+left=128
+out=$out_dir
+mkdir -p "$exp_dir"
+
+if run_this 0; then
+  log "Stage 0: corpus with $train_hours h of training speech in $dir"
+  ./prepare.sh --dataset synth --data-dir "$data_dir" --train-hours "$train_hours" --seed "$seed" --stop-stage 5
+fi
+bpe_dir=$(ls -d "$dir"/lang_bpe_* 2>/dev/null | head -n 1 || true)
+[ -n "$bpe_dir" ] || die "no tokenizer under $dir: run stage 0 first"
+
+# newest checkpoint-B.pt of an experiment (empty when none)
+newest() { { ls "$1"/checkpoint-*.pt 2>/dev/null || true; } | sed 's/.*checkpoint-\([0-9]*\)\.pt/\1/' | sort -n | tail -n 1; }
+
+# train NAME MODEL_TYPE MINUTES EXTRA...: train until MINUTES of training time, resuming
+train() {
+  local name=$1 mtype=$2 minutes=$3; shift 3
+  local exp=$exp_dir/$name b
+  b=$(newest "$exp")
+  local resume=()
+  [ -n "$b" ] && resume=(--start-batch "$b")
+  log "Stage: $name ($mtype), until $minutes min of training${b:+, resuming from checkpoint-$b.pt}"
+  # shellcheck disable=SC2086
+  python3 -m zipformer_pc.train --exp-dir "$exp" --model-type "$mtype" --encoder tiny \
+    --train-cuts "$fbank/synth_cuts_train_p1.jsonl.gz" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
+    --bpe-model "$bpe_dir/bpe.model" --num-epochs 1000 --max-minutes "$minutes" \
+    --save-every-minutes "$save_minutes" --save-every-n 1000000000 --keep-last-k 12 \
+    --valid-interval 1000000000 --num-threads "$threads" --seed "$seed" "${resume[@]}" "$@" $train_opts
+}
+
+if run_this 1; then
+  train norm norm "$norm_minutes"
+fi
+
+if run_this 2; then
+  nb=$(newest "$exp_dir/norm")
+  [ -n "$nb" ] || die "the norm model has no checkpoint: run stage 1 first"
+  init=()
+  # the first call starts from the norm model; later calls resume their own checkpoints
+  [ -z "$(newest "$exp_dir/conditioned")" ] && init=(--init-from "$exp_dir/norm/checkpoint-$nb.pt" \
+    --init-modules encoder,decoders,joiners,simple_am_proj,simple_lm_proj,ctc_output)
+  train conditioned conditioned "$cond_minutes" "${init[@]}"
+fi
+
+test_sets="test=$fbank/synth_cuts_test.jsonl.gz,test_ood=$fbank/synth_cuts_test_ood.jsonl.gz"
+if run_this 3; then
+  for name in norm conditioned; do
+    b=$(newest "$exp_dir/$name")
+    [ -n "$b" ] || die "$name has no checkpoint: run stages 1-2"
+    log "Stage 3: decoding $name (--iter $b --avg $avg)"
+    python3 -m zipformer_pc.decode --exp-dir "$exp_dir/$name" --iter "$b" --avg "$avg" \
+      --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
+      --chunk-size $chunk --left-context-frames $left --num-threads "$threads"
+  done
+fi
+
+if run_this 4; then
+  b=$(newest "$exp_dir/conditioned")
+  [ -n "$b" ] || die "the conditioned model has no checkpoint: run stage 2"
+  log "Stage 4: ONNX export of the conditioned model (--iter $b --avg $avg) and streaming RTF"
+  rm -rf "$exp_dir/conditioned/onnx"
+  python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
+    --tokens "$bpe_dir/tokens.txt" --chunk-size $chunk --left-context-frames $left --int8 true \
+    --output-dir "$exp_dir/conditioned/onnx"
+  python3 export/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
+    --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1,2 --int8 false,true --max-utterances 100 \
+    --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
+fi
+
+if run_this 5; then
+  if [ "$publish" != true ]; then
+    log "Stage 5 skipped: give --publish true to copy the models into $out"
+  else
+    log "Stage 5: publishing into $out"
+    python3 egs/synth/publish_pretrained.py --exp-dir "$exp_dir" --data-dir "$dir" --out-dir "$out" \
+      --avg "$avg" --command "$cmdline" --train-hours "$train_hours"
+  fi
+fi
+log "Done (stages $stage..$stop_stage)."

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Copy the pretrained models of egs/synth/pretrain.sh into egs/synth/pretrained/ and write MODEL_CARD.md.
+
+Usage (stage 5 of egs/synth/pretrain.sh):
+  python egs/synth/publish_pretrained.py --exp-dir egs/synth/exp_pretrain --data-dir data_pretrain/synth \\
+      --out-dir egs/synth/pretrained --avg 3
+
+Writes into ``--out-dir``:
+
+* the streaming ONNX export of the conditioned model (fp32 and int8
+  encoder, decoder and joiner, as ``export/export_onnx.py`` names them) and
+  ``tokens.txt``: what ``export/onnx_streaming.py --model-dir`` and
+  sherpa-onnx load;
+* ``bpe.model``;
+* ``norm.pt`` and ``conditioned.pt``: the averaged weights decoding uses, in
+  float16, with their ``model_config``, for ``train.py --init-from``;
+* ``MODEL_CARD.md``: data, training, the metrics of stage 3 on test and
+  test_ood, the streaming RTF of stage 4, commands and known limits.
+
+Refuses to publish when the files would exceed ``--max-mb`` (60 MB: the
+project's budget for shipped models).
+"""
+
+import argparse
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, List
+
+import torch
+
+from zipformer_pc.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
+
+MODES = {"N": "wer", "P": "pc_wer"}
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--exp-dir", type=Path, required=True)
+    p.add_argument("--data-dir", type=Path, required=True, help="DATA_DIR/synth of the corpus")
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--avg", type=int, default=3)
+    p.add_argument("--command", default="bash egs/synth/pretrain.sh --publish true")
+    p.add_argument("--train-hours", default="")
+    p.add_argument("--max-mb", type=float, default=60.0)
+    return p
+
+
+def newest_batch(exp: Path) -> int:
+    found = batch_checkpoints(exp)
+    if not found:
+        raise SystemExit(f"No checkpoint-*.pt in {exp}")
+    return int(found[0].stem.split("-")[1])
+
+
+def metrics(exp: Path, desc: str) -> Dict[str, Dict[str, dict]]:
+    """{test set: {mode: summary}} from decode.py's wer-summary files for ``desc``."""
+    out: Dict[str, Dict[str, dict]] = {}
+    for f in sorted((exp / "greedy_search").glob(f"wer-summary-*-{desc}-chunk-32-left-128.json")):
+        s = json.loads(f.read_text())
+        out.setdefault(s["test_set"], {})[s["mode"]] = s
+    if not out:
+        raise SystemExit(f"No decoding results for {desc} in {exp}/greedy_search: run stage 3")
+    return out
+
+
+def fmt(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def metric_table(name: str, m: Dict[str, Dict[str, dict]]) -> List[str]:
+    rows = [f"| {name} | test set | WER (N) | WER-C | PC-WER | PuncER | CaseER | PER |", "|---|---|---|---|---|---|---|---|"]
+    for test, by_mode in m.items():
+        n, p = by_mode.get("N", {}), by_mode.get("P", {})
+        rows.append(f"| | {test} | {fmt(n.get('wer'))} | {fmt(p.get('wer_c'))} | {fmt(p.get('pc_wer'))} | "
+                    f"{fmt(p.get('punc_er'))} | {fmt(p.get('case_er'))} | {fmt(p.get('per'))} |")
+    return rows
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except Exception:
+        return "unknown"
+
+
+def main() -> None:
+    args = get_parser().parse_args()
+    out = args.out_dir
+    staging = out.with_name(out.name + ".new")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    card: Dict[str, object] = {}
+    for name in ("norm", "conditioned"):
+        exp = args.exp_dir / name
+        b = newest_batch(exp)
+        w = averaged_weights(exp, iteration=b, avg=args.avg)
+        last = load_checkpoint(exp / f"checkpoint-{b}.pt")
+        half = {k: (v.half() if v.is_floating_point() else v) for k, v in w["model"].items()}
+        torch.save({"model": half, "model_config": w["model_config"], "averaged": w["how"],
+                    "optimizer_steps": last.get("optimizer_steps"), "batch_idx_train": last["batch_idx_train"]},
+                   staging / f"{name}.pt")
+        card[name] = {"desc": w["desc"], "how": w["how"], "batches": last["batch_idx_train"],
+                      "minutes": last.get("train_seconds", 0) / 60, "audio_hours": last.get("audio_seconds", 0) / 3600,
+                      "metrics": metrics(exp, w["desc"]), "args": last.get("args", {})}
+    onnx_dir = args.exp_dir / "conditioned" / "onnx"
+    onnx = sorted(onnx_dir.glob("*.onnx"))
+    if not onnx:
+        raise SystemExit(f"No ONNX files in {onnx_dir}: run stage 4")
+    for f in onnx + [onnx_dir / "tokens.txt"]:
+        shutil.copy(f, staging / f.name)
+    bpe = sorted(args.data_dir.glob("lang_bpe_*/bpe.model"))[0]
+    shutil.copy(bpe, staging / "bpe.model")
+    total_mb = sum(f.stat().st_size for f in staging.iterdir()) / 2**20
+    if total_mb > args.max_mb:
+        raise SystemExit(f"The pretrained files take {total_mb:.1f} MB, more than --max-mb {args.max_mb}")
+    rtf = (args.exp_dir / "rtf.md").read_text() if (args.exp_dir / "rtf.md").exists() else "(not measured)\n"
+    stats = (args.data_dir / "stats.md").read_text() if (args.data_dir / "stats.md").exists() else ""
+
+    lines = ["# Pretrained models: tiny streaming Zipformer transducers on the synthetic corpus", "",
+             f"Written by `egs/synth/publish_pretrained.py` (commit {git_commit()}); trained by `{args.command}`.", "",
+             "## Files", "",
+             "| file | what |", "|---|---|",
+             "| `encoder-*.onnx`, `decoder-*.onnx`, `joiner-*.onnx` (+ `.int8.onnx`) | the conditioned model, "
+             "streaming export (chunk 32, left context 128), sherpa-onnx layout |",
+             "| `tokens.txt`, `bpe.model` | tokens of the ONNX models, sentencepiece model |",
+             "| `conditioned.pt`, `norm.pt` | averaged PyTorch weights (fp16) for `train.py --init-from` |", "",
+             f"Total {total_mb:.1f} MB.", "", "## Training", ""]
+    for name in ("norm", "conditioned"):
+        c = card[name]
+        lines.append(f"* **{name}**: {c['batches']} batches, {c['minutes']:.0f} min of training on 2 CPU cores, "
+                     f"{c['audio_hours']:.1f} h of audio seen; weights: {c['how']} ({c['desc']}).")
+    lines += ["", "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", ""]
+    for name in ("norm", "conditioned"):
+        lines += metric_table(name, card[name]["metrics"]) + [""]
+    lines += ["## Streaming RTF (onnxruntime, this machine)", "", rtf.strip(), "", "## Data", "", stats.strip(), ""]
+    (staging / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
+    print(f"Published {out} ({total_mb:.1f} MB)")
+
+
+if __name__ == "__main__":
+    main()

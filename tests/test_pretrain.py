@@ -1,0 +1,48 @@
+"""egs/synth/pretrain.sh end to end on the tiny corpus: norm, conditioned from norm, decode, export, publish."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_path):
+    exp, out = tmp_path / "exp", tmp_path / "pretrained"
+    cmd = ["bash", "egs/synth/pretrain.sh", "--stage", "1", "--data-dir", str(tiny_corpus.parent),
+           "--exp-dir", str(exp), "--norm-minutes", "0.1", "--cond-minutes", "0.1", "--save-minutes", "0.05",
+           "--avg", "1", "--threads", "1", "--publish", "true", "--out-dir", str(out),
+           "--train-opts", "--max-duration 20 --log-interval 1000"]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # the conditioned model started from the norm model's last checkpoint
+    cond_log = "".join(p.read_text() for p in (exp / "conditioned" / "log").glob("log-train-*"))
+    assert "Initialised" in cond_log and "norm/checkpoint-" in cond_log
+    names = {p.name for p in out.iterdir()}
+    assert {"MODEL_CARD.md", "tokens.txt", "bpe.model", "norm.pt", "conditioned.pt"} <= names
+    assert any(n.startswith("encoder-") and n.endswith(".int8.onnx") for n in names)
+    assert any(n.startswith("joiner-") and not n.endswith(".int8.onnx") for n in names)
+    card = (out / "MODEL_CARD.md").read_text()
+    assert "| | test | " in card and "| | test_ood | " in card and "Streaming RTF" in card
+    assert not (out.parent / (out.name + ".new")).exists()
+    w = torch.load(out / "conditioned.pt", weights_only=False)
+    assert w["model_config"]["head"]["model_type"] == "conditioned"
+    assert all(v.dtype == torch.float16 for v in w["model"].values() if v.is_floating_point())
+    # the published weights seed a fine-tuning run
+    ft = subprocess.run(
+        [sys.executable, "-m", "zipformer_pc.train", "--exp-dir", str(tmp_path / "ft"), "--model-type", "punct",
+         "--train-cuts", str(tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"),
+         "--valid-cuts", str(tiny_corpus / "fbank" / "synth_cuts_dev.jsonl.gz"),
+         "--bpe-model", str(out / "bpe.model"), "--init-from", str(out / "norm.pt"), "--max-batches", "1",
+         "--max-duration", "20", "--num-threads", "1", "--tensorboard", "false"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert ft.returncode == 0 and "Initialised" in ft.stderr, ft.stderr[-3000:]
+    # a second call has nothing left to train: both budgets are spent
+    again = subprocess.run(cmd[:2] + ["--stage", "1", "--stop-stage", "2"] + cmd[4:], cwd=ROOT,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Reached --max-minutes" in again.stderr
