@@ -125,7 +125,8 @@ def test_cascade_restores_the_n_output_of_a_norm_model(tiny_corpus, tmp_path):
     # refusing a cascade on a model that is not norm
     bad = [c if c != str(tmp_path) else str(tmp_path / "nope") for c in cmd]
     cfg["head"]["model_type"] = "punct"
-    save_checkpoint(tmp_path / "p" / "epoch-1.pt", {"model": build_model(cfg).state_dict(), "model_config": cfg})
+    save_checkpoint(tmp_path / "p" / "epoch-1.pt", {"model": build_model(cfg).state_dict(), "model_config": cfg,
+                                                   "batch_idx_train": 1, "optimizer_steps": 1})
     bad[bad.index(str(tmp_path / "nope"))] = str(tmp_path / "p")
     r = subprocess.run(bad, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode != 0 and "norm model" in r.stderr
