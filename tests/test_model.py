@@ -67,6 +67,28 @@ def test_training_contexts_are_the_ones_decoding_builds(mode_dim, context_size):
             assert torch.allclose(train_out[:, u], dec_out, atol=1e-6), (mode, u)
 
 
+@pytest.mark.parametrize("mode_dim", [0, 8])
+def test_every_starting_context_is_the_same(mode_dim):
+    """sherpa-onnx's greedy search starts from ``[-1, ..., -1, blank]``, ours
+    from ``[blank] * context_size``: blank and padding must both embed to
+    zeros, even when the weights' blank row is not zero (older checkpoints,
+    N(0, 1) initialisation), or the first token differs between runtimes."""
+    torch.manual_seed(0)
+    d = Decoder(VOCAB, 32, context_size=3, mode_dim=mode_dim, embed_std=1.0)
+    with torch.no_grad():
+        d.embedding.weight[0].normal_()
+    modes = (MODE_N, MODE_P) if mode_dim else (None,)
+    for mode in modes:
+        ours = d(torch.tensor([[0, 0, 0]]), mode, need_pad=False)
+        for ctx in ([-1, -1, 0], [-1, 0, 0], [-1, -1, -1]):
+            assert torch.equal(d(torch.tensor([ctx]), mode, need_pad=False), ours), (mode, ctx)
+        # a real token still counts
+        assert not torch.allclose(d(torch.tensor([[0, 0, 5]]), mode, need_pad=False), ours)
+    if mode_dim:  # the mode survives an all-blank context
+        assert not torch.allclose(d(torch.tensor([[0, 0, 0]]), MODE_N, need_pad=False),
+                                  d(torch.tensor([[0, 0, 0]]), MODE_P, need_pad=False))
+
+
 def test_conditioned_decoder_depends_on_mode_and_requires_it():
     torch.manual_seed(0)
     d = Decoder(VOCAB, 32, mode_dim=8)

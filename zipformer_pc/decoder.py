@@ -65,6 +65,8 @@ class Decoder(nn.Module):
         std = (decoder_dim - mode_dim) ** -0.5 if embed_std is None else embed_std
         self.embedding = nn.Embedding(vocab_size, decoder_dim - mode_dim)
         nn.init.normal_(self.embedding.weight, std=std)
+        with torch.no_grad():
+            self.embedding.weight[blank_id].zero_()  # never used: blank embeds to zeros
         if mode_dim > 0:
             self.mode_embedding = nn.Embedding(num_modes, mode_dim)
             nn.init.normal_(self.mode_embedding.weight, std=std)
@@ -86,15 +88,16 @@ class Decoder(nn.Module):
     ) -> torch.Tensor:
         """
         Args:
-          y: (N, U) token ids; negative ids (padding) embed to zeros.
+          y: (N, U) token ids; blank and negative ids (padding) embed to zeros
+            (as icefall's ``padding_idx=blank``), so every way of starting the
+            context is the same: ``[blank] * context_size`` (our search and
+            runtime), ``[-1, ..., -1, blank]`` (sherpa-onnx's greedy search)
+            and the training pad.
           mode: output mode per utterance, (N,) or an int (conditioned only).
           need_pad: True in training: ``y`` is left-padded with
-            ``context_size - 1`` blank *tokens* (not zero vectors), so output u
-            depends on tokens < u and the first output sees the context
-            ``[blank] * context_size`` that greedy search, beam search, our
-            ONNX runtime and sherpa-onnx all start from (zero vectors would
-            give a first context that decoding never reproduces, and for the
-            conditioned predictor one without the mode).  False in decoding,
+            ``context_size - 1`` blanks, so output u depends on tokens < u
+            and the first output sees the starting context of decoding (for
+            the conditioned predictor with its mode).  False in decoding,
             where ``y`` already holds exactly ``context_size`` tokens per row.
         Returns:
           (N, U, decoder_dim), or (N, U - context_size + 1, decoder_dim) with
@@ -102,7 +105,10 @@ class Decoder(nn.Module):
         """
         if need_pad and self.context_size > 1:
             y = F.pad(y, (self.context_size - 1, 0), value=self.blank_id)
-        emb = self.embedding(y.clamp(min=0)) * (y >= 0).unsqueeze(-1).to(self.embedding.weight.dtype)
+        # Blank and padding are zero vectors whatever the weights hold (the
+        # blank row of checkpoints written before this rule included).
+        keep = (y >= 0) & (y != self.blank_id)
+        emb = self.embedding(y.clamp(min=0)) * keep.unsqueeze(-1).to(self.embedding.weight.dtype)
         if self.mode_embedding is not None:
             if mode is None:
                 raise ValueError("A conditioned decoder needs the output mode")

@@ -164,9 +164,9 @@ def get_parser() -> argparse.ArgumentParser:
 # "tiny" has the settings measured to learn fastest on a 2-core CPU
 # (benchmarks/learning_curve.py; README, "Training on a CPU").
 TRAINING_DEFAULTS: Dict[str, Dict[str, Any]] = {
-    "paper": dict(max_duration=200.0, spec_augment=True, embed_init_std=0.0, loss="auto", warm_step=2000,
+    "paper": dict(max_duration=200.0, spec_augment=True, embed_init_std=1.0, loss="auto", warm_step=2000,
                   ctc_loss_scale=0.0, base_lr=0.045, lr_batches=7500.0, lr_epochs=3.5, warmup_batches=500.0),
-    "tiny": dict(max_duration=60.0, spec_augment=False, embed_init_std=0.0, loss="pruned", warm_step=2000,
+    "tiny": dict(max_duration=60.0, spec_augment=False, embed_init_std=1.0, loss="pruned", warm_step=2000,
                  ctc_loss_scale=0.3, base_lr=0.045, lr_batches=7500.0, lr_epochs=100.0, warmup_batches=50.0),
 }
 
