@@ -41,6 +41,7 @@ import json
 import logging
 import math
 import subprocess
+import re
 import sys
 import time
 from pathlib import Path
@@ -144,6 +145,7 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
         "--chunk-size", str(args.chunk_size), "--left-context-frames", str(args.left_context_frames)])
     key_of = f"chunk{args.chunk_size}-left{args.left_context_frames}-{args.dev}"
     rows = []
+    valid = validation_losses(args.exp_dir)
     prev = None
     for path in checkpoints(args.exp_dir):
         end = load_checkpoint(path)
@@ -173,24 +175,28 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
                          + f" [{time.time() - t0:.0f} s]")
         row = {"batch": int(end["batch_idx_train"]), "minutes": float(end.get("train_seconds", math.nan)) / 60,
                "audio_hours": float(end.get("audio_seconds", math.nan)) / 3600, **cache[key]}
-        row.update(last_validation(args.exp_dir, row["batch"]))
+        row.update(valid.get(row["batch"], {}))
         rows.append(row)
         prev = end
     return rows
 
 
-def last_validation(exp_dir: Path, batch: int) -> Dict[str, float]:
-    """The validation losses logged at ``batch`` (train.py logs them at each time checkpoint)."""
-    out = {}
+def validation_losses(exp_dir: Path) -> Dict[int, Dict[str, float]]:
+    """batch -> the validation losses logged there (train.py validates at each time checkpoint);
+    a later log (a resumed run) wins."""
+    found: Dict[int, Dict[str, float]] = {}
     for log in sorted((exp_dir / "log").glob("log-train-*-0")):
         for line in log.read_text().splitlines():
-            if f"Validation at batch {batch}:" in line:
-                for k in ("valid_loss_n", "valid_loss_p"):
-                    try:
-                        out[k] = float(line.split(f"'{k}': ")[1].split(",")[0].rstrip("}"))
-                    except (IndexError, ValueError):
-                        pass
-    return out
+            m = re.search(r"Validation at batch (\d+):", line)
+            if not m:
+                continue
+            out = found.setdefault(int(m.group(1)), {})
+            for k in ("valid_loss_n", "valid_loss_p"):
+                try:
+                    out[k] = float(line.split(f"'{k}': ")[1].split(",")[0].rstrip("}"))
+                except (IndexError, ValueError):
+                    pass
+    return found
 
 
 # ------------------------------------------------------------------ reporting

@@ -189,10 +189,8 @@ def fix_random_seed(seed: int) -> None:
 
 
 def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dict[str, Dict[str, object]]:
-    overrides: Dict[str, Any] = {f: getattr(args, f) for f in ENCODER_FLAGS if getattr(args, f) is not None}
-    for f in ("dropout", "feature_mask_prob", "convnext_hidden_ratio"):
-        if getattr(args, f) is not None:
-            overrides[f] = getattr(args, f)
+    flags = (*ENCODER_FLAGS, "dropout", "feature_mask_prob", "convnext_hidden_ratio")
+    overrides: Dict[str, Any] = {f: getattr(args, f) for f in flags if getattr(args, f) is not None}
     overrides["causal"] = args.causal
     small = args.encoder == "tiny"
     head = HeadConfig(
@@ -369,9 +367,11 @@ def run(rank: int, world_size: int, args) -> None:
     # Restored right before the first batch (after the DataLoader iterator is
     # created, which draws from the torch RNG), so a resumed run draws the same
     # random numbers as an uninterrupted one.
-    next_save_minute = 0.0
-    if args.save_every_minutes > 0:
-        next_save_minute = (int(counters["train_seconds"] / 60 / args.save_every_minutes) + 1) * args.save_every_minutes
+    def save_minute_after(minutes: float) -> float:
+        """The next multiple of --save-every-minutes after ``minutes`` of training."""
+        return (int(minutes / args.save_every_minutes) + 1) * args.save_every_minutes
+
+    next_save_minute = save_minute_after(counters["train_seconds"] / 60) if args.save_every_minutes > 0 else 0.0
     pending_rng = ckpt.get("rng_state") if (ckpt is not None and args.start_batch > 0) else None
     resume_sampler_state = ckpt.get("sampler") if (ckpt is not None and args.start_batch > 0) else None
 
@@ -438,8 +438,9 @@ def run(rank: int, world_size: int, args) -> None:
                 scaler.update()
                 stepped = True
                 counters["optimizer_steps"] += 1
-                audio_sec += sum(batch["durations"])
-                counters["audio_seconds"] += sum(batch["durations"])
+                seconds = sum(batch["durations"])
+                audio_sec += seconds
+                counters["audio_seconds"] += seconds
             optimizer.zero_grad(set_to_none=True)
 
             if model_avg is not None:
@@ -464,7 +465,7 @@ def run(rank: int, world_size: int, args) -> None:
             minutes = counters["train_seconds"] / 60
             by_time = bool(args.save_every_minutes) and minutes >= next_save_minute
             if by_time:
-                next_save_minute = (int(minutes / args.save_every_minutes) + 1) * args.save_every_minutes
+                next_save_minute = save_minute_after(minutes)
             if args.max_minutes and minutes >= args.max_minutes:
                 done = by_time = True
             if world_size > 1 and (args.save_every_minutes or args.max_minutes):

@@ -22,6 +22,7 @@ project's budget for shipped models).
 """
 
 import argparse
+import gzip
 import json
 import shutil
 import subprocess
@@ -78,6 +79,27 @@ def metric_table(name: str, m: Dict[str, Dict[str, dict]]) -> List[str]:
     return rows
 
 
+def speakers(cuts: Path) -> List[str]:
+    """The TTS voices (supervision speakers) of a cut manifest."""
+    found = set()
+    with gzip.open(cuts, "rt") as f:
+        for line in f:
+            for sup in json.loads(line).get("supervisions", []):
+                found.add(sup.get("speaker") or "?")
+    return sorted(found)
+
+
+def marks_note(data_dir: Path) -> str:
+    """Which marks the references keep, from prepare.sh's punct_config.json."""
+    try:
+        cfg = json.loads((data_dir / "punct_config.json").read_text())["synth"]
+    except (OSError, KeyError, ValueError):
+        return "see the corpus's punct_config.json."
+    mapped = ", ".join(f"`{a}` as `{b}`" for a, b in cfg.get("map", {}).items())
+    return (f"the model writes only {' '.join(f'`{m}`' for m in cfg['keep'])}" + (f" ({mapped})" if mapped else "")
+            + "; other marks are dropped from its references.")
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -103,6 +125,7 @@ def main() -> None:
                     "optimizer_steps": last.get("optimizer_steps"), "batch_idx_train": last["batch_idx_train"]},
                    staging / f"{name}.pt")
         card[name] = {"desc": w["desc"], "how": w["how"], "batches": last["batch_idx_train"],
+                      "threads": (last.get("args") or {}).get("num_threads"),
                       "minutes": last.get("train_seconds", 0) / 60, "audio_hours": last.get("audio_seconds", 0) / 3600,
                       "metrics": metrics(exp, w["desc"]), "args": last.get("args", {})}
     onnx_dir = args.exp_dir / "conditioned" / "onnx"
@@ -130,12 +153,39 @@ def main() -> None:
              f"Total {total_mb:.1f} MB.", "", "## Training", ""]
     for name in ("norm", "conditioned"):
         c = card[name]
-        lines.append(f"* **{name}**: {c['batches']} batches, {c['minutes']:.0f} min of training on 2 CPU cores, "
-                     f"{c['audio_hours']:.1f} h of audio seen; weights: {c['how']} ({c['desc']}).")
-    lines += ["", "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", ""]
+        threads = f" at {c['threads']} torch thread(s)" if c.get("threads") else ""
+        lines.append(f"* **{name}**: {c['batches']} batches, {c['minutes']:.0f} min of training{threads} on a "
+                     f"2-core CPU (validation excluded), {c['audio_hours']:.1f} h of audio seen; "
+                     f"weights: {c['how']} ({c['desc']}).")
+    lines += ["", "The conditioned model started from the norm model (encoder, predictor, joiner); "
+              "the P mode embedding started fresh.", "",
+              "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", "",
+              f"Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decode`), on `test` (the "
+              f"training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick).", ""]
     for name in ("norm", "conditioned"):
         lines += metric_table(name, card[name]["metrics"]) + [""]
-    lines += ["## Streaming RTF (onnxruntime, this machine)", "", rtf.strip(), "", "## Data", "", stats.strip(), ""]
+    fbank = args.data_dir / "fbank"
+    voices = {part: speakers(fbank / f"synth_cuts_{part}.jsonl.gz") for part in ("train", "test_ood")
+              if (fbank / f"synth_cuts_{part}.jsonl.gz").exists()}
+    lines += ["## Use", "", "```bash",
+              "python export/onnx_streaming.py --model-dir egs/synth/pretrained speech.wav   # prints P and N",
+              "python export/onnx_streaming.py --model-dir egs/synth/pretrained --int8 true --output out.tsv wavs/",
+              "python -m zipformer_pc.train ... --init-from egs/synth/pretrained/norm.pt   # fine-tune",
+              "```", "",
+              "sherpa-onnx loads `encoder-*.onnx`, `decoder-P-*.onnx` (or `-N-`), `joiner-P-*.onnx` and "
+              "`tokens.txt` as a streaming transducer (one mode per recognizer).", "",
+              "## Streaming RTF (onnxruntime, this machine)", "", rtf.strip(), "", "## Data", "",
+              f"Synthetic speech: Debian TTS voices (espeak-ng, flite, festival) reading Jane Austen, with per-utterance "
+              f"pitch and tempo perturbation (sox); `test_ood` uses other voices reading Moby Dick.", ""]
+    for part, names in voices.items():
+        lines.append(f"* voices of `{part}`: {', '.join(names)}")
+    lines += ["", stats.strip(), "", "## Known limits", "",
+              "* Trained and tested on synthetic speech only: expect much worse results on real recordings, "
+              "other accents, noise or far-field audio.",
+              "* Domain: 19th-century English prose; vocabulary outside it (names, numbers, modern words) is weak.",
+              f"* Punctuation: {marks_note(args.data_dir)}",
+              "* The ONNX export is fixed to chunk 32 (320 ms) and left context 128 frames.",
+              "* A tiny model (5.5M parameters) trained on a CPU for hours, not a GPU for days.", ""]
     (staging / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)
