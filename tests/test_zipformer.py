@@ -221,12 +221,34 @@ def test_relative_positions_depend_only_on_offset():
     assert index[0, 0].item() == 8 - lo and index[3, 11].item() == 0 - lo
 
 
-def test_subsampling_lengths():
-    sub = Conv2dSubsampling(80, 32, dropout=0.0).eval()
+@pytest.mark.parametrize("ratio", [3, 0])
+def test_subsampling_lengths(ratio):
+    sub = Conv2dSubsampling(80, 32, dropout=0.0, convnext_hidden_ratio=ratio).eval()
     for t in (9, 10, 50, 101):
         out, lens = sub(torch.randn(1, t, 80), torch.tensor([t]))
         assert out.shape == (1, (t - 7) // 2, 32)
         assert lens.item() == (t - 7) // 2
+
+
+@pytest.mark.parametrize("ratio", [3, 1, 0])
+def test_subsampling_streams_like_the_full_forward(ratio):
+    """Chunks of 2n + 7 frames advancing by 2n give the full forward's frames;
+    without the ConvNeXt block (ratio 0) the cache keeps its shape, unchanged."""
+    torch.manual_seed(0)
+    sub = Conv2dSubsampling(80, 32, dropout=0.0, convnext_hidden_ratio=ratio).eval()
+    x = torch.randn(1, 2 * 40 + 7, 80)
+    with torch.no_grad():
+        full, _ = sub(x, torch.tensor([x.size(1)]))
+        cache = sub.get_init_cache(1)
+        assert cache.shape == (1, 128, 3, 19)
+        outs = []
+        for i in range(0, 80, 16):
+            y, new_cache = sub.streaming_forward(x[:, i : i + 16 + 7], cache)
+            assert new_cache.shape == cache.shape
+            assert ratio > 0 or torch.equal(new_cache, cache)
+            cache = new_cache
+            outs.append(y)
+    assert torch.allclose(torch.cat(outs, dim=1), full, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------

@@ -94,7 +94,7 @@ def get_parser() -> argparse.ArgumentParser:
                    help="Per-frame probability of masking the channels above encoder_unmasked_dim at each "
                         "stack input in training (config default: 0.15; 0: off)")
     g.add_argument("--convnext-hidden-ratio", type=int, default=None,
-                   help="Expansion of the front end's ConvNeXt MLP (config default: 3)")
+                   help="Expansion of the front end's ConvNeXt MLP (config default: 3; 0: no ConvNeXt block)")
     g.add_argument("--decoder-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
     g.add_argument("--joiner-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
     g.add_argument("--context-size", type=int, default=2)
