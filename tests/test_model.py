@@ -370,8 +370,14 @@ def test_init_from_copies_the_encoder_and_maps_single_heads(tmp_path):
     assert all(torch.equal(after[k], before[k]) for k in after if not k.startswith("encoder."))
     assert all(torch.equal(after[k], sd[k]) for k in after if k.startswith("encoder."))
     got = init_from_checkpoint(cond, tmp_path / "epoch-3.pt", ["decoders"])
-    # the mode embedding and the convolution over [token; mode] have no counterpart
-    assert any("mode" in k for k in got["kept"]) and any(k.startswith("decoders.main.") for k in got["copied"])
+    # the mode embedding has no counterpart; the narrower token embedding takes
+    # the norm's leading columns, the convolution over [token; mode] is copied
+    assert got["kept"] == ["decoders.main.mode_embedding.weight"], got["kept"]
+    after = cond.state_dict()
+    emb = after["decoders.main.embedding.weight"]
+    assert emb.size(1) < sd["decoders.main.embedding.weight"].size(1)
+    assert torch.equal(emb, sd["decoders.main.embedding.weight"][:, : emb.size(1)])
+    assert torch.equal(after["decoders.main.conv.weight"], sd["decoders.main.conv.weight"])
 
 
 def test_init_from_rejects_another_encoder_and_unknown_modules(tmp_path):

@@ -291,6 +291,11 @@ def _head_map(src_keys: List[str], dst_keys: List[str], group: str) -> Dict[str,
     return out
 
 
+def _is_narrower_token_embedding(name: str, src: torch.Tensor, dst: torch.Tensor) -> bool:
+    return (name.startswith("decoders.") and name.endswith(".embedding.weight") and src.dim() == dst.dim() == 2
+            and src.size(0) == dst.size(0) and src.size(1) > dst.size(1))
+
+
 INIT_MODULES = ("encoder", "decoders", "joiners", "simple_am_proj", "simple_lm_proj", "ctc_output")
 
 
@@ -299,8 +304,10 @@ def init_from_checkpoint(model: torch.nn.Module, path: Path, modules: List[str])
 
     A tensor is copied when its name (after ``_head_map``) and shape match;
     the others keep their fresh initialisation (e.g. a ``conditioned``
-    predictor's convolution, whose input includes the mode embedding, when
-    starting from a ``norm`` model).  Takes the checkpoint's final weights,
+    predictor's mode embedding when starting from a ``norm`` model).  One
+    exception: a ``norm`` predictor's token embedding seeds the narrower one
+    of a ``conditioned`` predictor (whose input is ``[token; mode]``, as wide
+    as the norm's) with its leading columns.  Takes the checkpoint's final weights,
     not its running average.  Returns ``{"copied": [...], "kept": [...]}``
     (target names) and raises ``ValueError`` when the encoder cannot be
     copied whole (a different encoder configuration).
@@ -328,6 +335,13 @@ def init_from_checkpoint(model: torch.nn.Module, path: Path, modules: List[str])
             src_k = ".".join([group, maps[group][parts[1]]] + parts[2:])
         if src_k in src_sd and src_sd[src_k].shape == v.shape:
             new_sd[k] = src_sd[src_k]
+            copied.append(k)
+        elif src_k in src_sd and _is_narrower_token_embedding(k, src_sd[src_k], v):
+            # norm -> conditioned: the predictor's input is [token; mode], with
+            # the token part mode_dim narrower; the token embedding keeps its
+            # leading columns, so the copied convolution sees the trained
+            # token features it was trained on (the mode channels start fresh)
+            new_sd[k] = src_sd[src_k][:, : v.size(1)]
             copied.append(k)
         else:
             kept.append(k)
