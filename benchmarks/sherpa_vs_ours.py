@@ -9,7 +9,7 @@ Usage:
 Both sides get the same files (``export/export_onnx.py``'s layout), the same
 16 kHz audio fed in pieces of ``--piece-seconds`` as a live stream, 1
 intra-op thread and greedy search.  For every output mode the model has, our
-:class:`onnx_streaming.StreamingRecognizer` searching that mode only is timed
+:class:`zipformer_pc.runtime.StreamingRecognizer` searching that mode only is timed
 against ``sherpa_onnx.OnlineRecognizer.from_transducer`` loaded with the
 mode's ``(encoder, decoder-MODE, joiner-MODE)`` triple, in fp32 and int8.  The
 time of one utterance runs from creating the stream to the final result
@@ -48,12 +48,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-for _p in (str(ROOT), str(ROOT / "export")):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
 
-from onnx_streaming import Resampler, StreamingRecognizer, find_model_files, read_wav  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "export") not in sys.path:  # export_onnx (build_random_export)
+    sys.path.insert(0, str(ROOT / "export"))
 
 RATE = 16000
 GOAL_RATIO = 1.3
@@ -125,7 +124,7 @@ def emit_like_a_trained_model(model, samples: np.ndarray, fraction: float, seed:
     """
     import torch
 
-    from zipformer_pc.decoder import MODE_P
+    from zipformer_pc.modes import MODE_P
     from zipformer_pc.features import knf_fbank
 
     if not 0.0 < fraction < 1.0:

@@ -35,7 +35,6 @@ is an error.
 import argparse
 import logging
 import shutil
-import sys
 import warnings
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -45,16 +44,11 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from zipformer_pc.checkpoint import load_model_for_inference
+from zipformer_pc.features import FBANK_OPTIONS, options_to_metadata
+from zipformer_pc.modes import MODE_NAMES
+from zipformer_pc.utils import str2bool
 
-from zipformer_pc.checkpoint import load_model_for_inference  # noqa: E402
-from zipformer_pc.decoder import MODE_N, MODE_P  # noqa: E402
-from zipformer_pc.features import FBANK_OPTIONS  # noqa: E402
-from zipformer_pc.utils import str2bool  # noqa: E402
-
-MODE_NAMES = {MODE_N: "N", MODE_P: "P"}
 OPSET = 17
 
 
@@ -172,8 +166,7 @@ def encoder_metadata(model, chunk_size: int, left_context_frames: int, model_des
         "num_heads": csv(cfg.stack_values("num_heads")),
         "encoder_out_dim": str(enc.output_dim),
     }
-    for k, v in FBANK_OPTIONS.items():
-        meta[f"fbank_{k}"] = str(v).lower() if isinstance(v, bool) else str(v)
+    meta.update(options_to_metadata(FBANK_OPTIONS))
     return meta
 
 
