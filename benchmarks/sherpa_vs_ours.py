@@ -40,7 +40,6 @@ import argparse
 import gc
 import math
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -49,10 +48,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "export") not in sys.path:  # export_onnx (build_random_export)
-    sys.path.insert(0, str(ROOT / "export"))
 
 RATE = 16000
 GOAL_RATIO = 1.3
@@ -155,8 +150,8 @@ def build_random_export(args: argparse.Namespace, out_dir: Path, calibration: np
     """Export a random model (fp32 + int8) to ``out_dir``; returns its description and parameter count."""
     import torch
 
-    from export_onnx import export_model
     from zipformer_pc.model import HeadConfig, build_model, make_model_config
+    from zipformer_pc.onnx_export import export_model
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
