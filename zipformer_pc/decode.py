@@ -45,7 +45,7 @@ from zipformer_pc.checkpoint import load_model_for_inference
 from zipformer_pc.dataset import PCAsrDataset, Tokenizer
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
-    parse_modes, search_mode_for
+    parse_modes, rules, search_mode_for
 from zipformer_pc.utils import str2bool
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
@@ -204,7 +204,7 @@ def main() -> None:
     available = output_modes(model.model_type)
     restorer = None
     if args.restore_model:
-        if model.model_type != "norm":
+        if not rules(model.model_type).restorable:
             raise SystemExit(f"--restore-model makes a cascade from a norm model, not a {model.model_type} model")
         from zipformer_pc.restore import load_restorer
 
