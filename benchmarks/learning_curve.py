@@ -131,9 +131,9 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
     from zipformer_pc.dataset import Tokenizer
     from zipformer_pc.decode import decode_set
     from zipformer_pc.decode import get_parser as decode_parser
-    from zipformer_pc.decoder import MODE_N, MODE_P
     from zipformer_pc.metrics import score_corpus
     from zipformer_pc.model import build_model
+    from zipformer_pc.modes import MODE_N, MODE_P, output_modes
 
     torch.set_num_threads(args.num_threads)
     cache_path = args.exp_dir / "curve.json"
@@ -156,7 +156,7 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
             weights = average_between(prev, end)
             model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in weights.items()})
             model.eval()
-            modes = [m for m in (MODE_N, MODE_P) if model.model_type != "norm" or m == MODE_N]
+            modes = output_modes(model.model_type)
             with torch.no_grad():
                 res = decode_set(model, tokenizer, str(dev), dargs, modes)
             out: Dict[str, float] = {}

@@ -12,7 +12,8 @@ loss, and every exported model).
 
 import argparse
 
-from zipformer_pc.model import MODEL_TYPES, HeadConfig, build_model, make_model_config
+from zipformer_pc.model import HeadConfig, build_model, make_model_config
+from zipformer_pc.modes import MODEL_TYPES
 from zipformer_pc.zipformer import count_parameters
 
 PAPER = {"conditioned": "70M", "two-decoder": "71M", "punct": "-", "norm": "-"}

@@ -9,7 +9,7 @@ Usage:
 Both sides get the same files (``export/export_onnx.py``'s layout), the same
 16 kHz audio fed in pieces of ``--piece-seconds`` as a live stream, 1
 intra-op thread and greedy search.  For every output mode the model has, our
-:class:`onnx_streaming.StreamingRecognizer` searching that mode only is timed
+:class:`zipformer_pc.runtime.StreamingRecognizer` searching that mode only is timed
 against ``sherpa_onnx.OnlineRecognizer.from_transducer`` loaded with the
 mode's ``(encoder, decoder-MODE, joiner-MODE)`` triple, in fp32 and int8.  The
 time of one utterance runs from creating the stream to the final result
@@ -40,7 +40,6 @@ import argparse
 import gc
 import math
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,12 +47,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-for _p in (str(ROOT), str(ROOT / "export")):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from onnx_streaming import Resampler, StreamingRecognizer, find_model_files, read_wav  # noqa: E402
+from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
 
 RATE = 16000
 GOAL_RATIO = 1.3
@@ -125,7 +119,7 @@ def emit_like_a_trained_model(model, samples: np.ndarray, fraction: float, seed:
     """
     import torch
 
-    from zipformer_pc.decoder import MODE_P
+    from zipformer_pc.modes import MODE_P
     from zipformer_pc.features import knf_fbank
 
     if not 0.0 < fraction < 1.0:
@@ -156,8 +150,8 @@ def build_random_export(args: argparse.Namespace, out_dir: Path, calibration: np
     """Export a random model (fp32 + int8) to ``out_dir``; returns its description and parameter count."""
     import torch
 
-    from export_onnx import export_model
     from zipformer_pc.model import HeadConfig, build_model, make_model_config
+    from zipformer_pc.onnx_export import export_model
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)

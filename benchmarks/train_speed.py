@@ -25,7 +25,8 @@ import time
 import torch
 
 from zipformer_pc.loss import LossConfig
-from zipformer_pc.model import MODEL_TYPES, HeadConfig, build_model, make_model_config
+from zipformer_pc.model import HeadConfig, build_model, make_model_config
+from zipformer_pc.modes import MODEL_TYPES
 from zipformer_pc.optim import make_optimizer
 from zipformer_pc.zipformer import count_parameters
 

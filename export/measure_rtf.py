@@ -14,11 +14,11 @@ export of ``export/export_onnx.py`` (``encoder*.onnx``, ``decoder-{P,N}*``,
 ``joiner-{P,N}*``, ``tokens.txt``, and the ``*.int8.onnx`` copies for
 ``--int8 true``).  With a restoration model (``zipformer_pc.restore``'s ONNX
 export) the system is a cascade: the model's N output is restored to P by
-:class:`zipformer_pc.restore_runtime.OnnxRestorer`, and the restoration time
+:class:`zipformer_pc.runtime.restoration.OnnxRestorer`, and the restoration time
 counts in the RTF.
 
 For every system x ``--num-threads`` x ``--int8`` value, each cut's audio is
-streamed through :class:`onnx_streaming.StreamingRecognizer` in pieces of
+streamed through :class:`zipformer_pc.runtime.StreamingRecognizer` in pieces of
 ``--piece-seconds`` (as from a microphone).  RTF = wall time of feature
 extraction + encoder + greedy search (+ restoration) summed over the
 utterances, divided by their total audio duration.  Loading the audio is not
@@ -47,7 +47,6 @@ gets ``{"rows": [...]}`` with every figure (``local/make_results.py`` reads it).
 import argparse
 import json
 import logging
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,17 +54,11 @@ from typing import Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for _p in (str(ROOT), str(HERE)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from onnx_streaming import StreamingRecognizer, find_model_files  # noqa: E402
-
-from zipformer_pc.metrics import score_corpus  # noqa: E402
-from zipformer_pc.references import get_n, get_p  # noqa: E402
-from zipformer_pc.utils import str2bool  # noqa: E402
+from zipformer_pc.metrics import score_corpus
+from zipformer_pc.modes import MODE_NAMES, RESTORED_FROM, RUNTIME_ORDER
+from zipformer_pc.references import get_n, get_p
+from zipformer_pc.runtime import StreamingRecognizer, find_model_files
+from zipformer_pc.utils import str2bool
 
 METRICS = ("wer", "punc_er", "case_er", "pc_wer")
 MD_COLUMNS = ("system", "model type", "threads", "precision", "RTF", "both/single", "WER", "PuncER", "CaseER",
@@ -182,7 +175,7 @@ def check_systems(systems: Sequence[System], precisions: Sequence[bool]) -> Dict
                 fail(f"--system {s.name}: a cascade restores the N output, but {s.model_dir} has no decoder-N/joiner-N")
             files[(s.name, int8)] = f
         if s.cascade:
-            from zipformer_pc.restore_runtime import OnnxRestorer
+            from zipformer_pc.runtime.restoration import OnnxRestorer
 
             try:
                 OnnxRestorer(str(s.restore))
@@ -192,8 +185,10 @@ def check_systems(systems: Sequence[System], precisions: Sequence[bool]) -> Dict
 
 
 def modes_to_search(available: Sequence[str], cascade: bool, requested: str) -> List[str]:
+    """Mode names to search: a cascade searches what its restoration reads (N); ``requested``
+    (``both``, ``P`` or ``N``) picks among a two-mode model's ``available`` modes."""
     if cascade:
-        return ["N"]
+        return sorted({MODE_NAMES[src] for src in RESTORED_FROM.values()})
     if requested != "both" and len(available) > 1:
         return [requested]
     return list(available)
@@ -217,7 +212,7 @@ def score(utts: Sequence[Utterance], hyps: Dict[str, Dict[str, str]]) -> Dict[st
 
 def run_config(system: System, files: Dict[str, Path], threads: int, int8: bool, utts: Sequence[Utterance],
                args: argparse.Namespace) -> Dict[str, object]:
-    available = [m for m in ("P", "N") if f"decoder-{m}" in files]
+    available = [m for m in RUNTIME_ORDER if f"decoder-{m}" in files]
     modes = modes_to_search(available, system.cascade, args.modes)
     precision = "int8" if int8 else "fp32"
     rec = StreamingRecognizer(files, num_threads=threads, modes=modes)
@@ -228,7 +223,7 @@ def run_config(system: System, files: Dict[str, Path], threads: int, int8: bool,
         single = StreamingRecognizer(files, num_threads=threads, modes=[single_mode])
     restorer = None
     if system.cascade:
-        from zipformer_pc.restore_runtime import OnnxRestorer
+        from zipformer_pc.runtime.restoration import OnnxRestorer
 
         restorer = OnnxRestorer(str(system.restore), num_threads=threads)
     model_type = rec.transducer_type or "?"

@@ -9,7 +9,7 @@ Inputs ``tokens`` (N, T) int64 and ``lengths`` (N,) int64, outputs
 ``case_logits`` (N, T, 4) and ``punct_logits`` (N, T, P), with dynamic N and
 T (opset 17, the TorchScript-based exporter).  The restoration config and
 the sentencepiece model are stored as metadata, so the file alone is enough
-for zipformer_pc.restore_runtime.OnnxRestorer (onnxruntime, numpy and
+for zipformer_pc.runtime.restoration.OnnxRestorer (onnxruntime, numpy and
 sentencepiece only).  The export is checked on a random batch of another
 shape; the script fails when any logit differs from PyTorch's by more
 than ``--atol``.

@@ -29,15 +29,13 @@ import logging
 import multiprocessing as mp
 import os
 import random
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# tts.py is this script's sibling: its folder is on sys.path when run as `python local/synthesize.py`
+from tts import OOD_VOICES, TRAIN_VOICES, Synthesizer, Voice, check_tools, voice_dict
 
-from tts import OOD_VOICES, TRAIN_VOICES, Synthesizer, Voice, check_tools, voice_dict  # noqa: E402
-
-from zipformer_pc.references import SYNTH_PUNCT, reference_fields  # noqa: E402
+from zipformer_pc.references import SYNTH_PUNCT, reference_fields
 
 _worker_synth: Optional[Synthesizer] = None
 

@@ -17,12 +17,11 @@ for _p in (ROOT / "export", ROOT / "benchmarks"):
 
 import measure_rtf  # noqa: E402
 import sherpa_vs_ours  # noqa: E402
-from export_onnx import export_model  # noqa: E402
-from onnx_streaming import StreamingRecognizer, find_model_files  # noqa: E402
-
 from zipformer_pc.metrics import score_corpus  # noqa: E402
 from zipformer_pc.model import HeadConfig, build_model, make_model_config  # noqa: E402
+from zipformer_pc.onnx_export import export_model  # noqa: E402
 from zipformer_pc.references import P_KEY  # noqa: E402
+from zipformer_pc.runtime import StreamingRecognizer, find_model_files  # noqa: E402
 
 CHUNK, LEFT = 32, 64
 VOCAB = 67
@@ -122,7 +121,7 @@ def test_measure_rtf_rows_scores_and_cascade(setup, capsys):
     for r in rows[4:]:
         assert r["modes_searched"] == ["N"] and r["both_single_ratio"] is None and r["restore_model"]
 
-    from zipformer_pc.restore_runtime import OnnxRestorer
+    from zipformer_pc.runtime.restoration import OnnxRestorer
 
     restorer = OnnxRestorer(str(setup["restore"]))
     for int8 in (False, True):

@@ -11,7 +11,7 @@ import torch
 
 from zipformer_pc.beam_search import greedy_search_batch, modified_beam_search
 from zipformer_pc.checkpoint import load_model_for_inference
-from zipformer_pc.decoder import MODE_N, MODE_P
+from zipformer_pc.modes import MODE_N, MODE_P
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,7 +113,7 @@ def test_cascade_restores_the_n_output_of_a_norm_model(tiny_corpus, tmp_path):
     assert summ["model_type"] == "cascade" and summ["punc_er"] is not None
     recogs = next(out.glob("recogs-test-P-*cascade.txt")).read_text()
     n_recogs = next(out.glob("recogs-test-N-*cascade.txt")).read_text()
-    from zipformer_pc.restore_runtime import OnnxRestorer
+    from zipformer_pc.runtime.restoration import OnnxRestorer
 
     def hyps(text):
         return {line.split(":")[0]: " ".join(ast.literal_eval(line.split("hyp=")[1])) for line in text.splitlines() if "\thyp=" in line}

@@ -10,9 +10,10 @@ from zipformer_pc.checkpoint import (
     averaged_weights,
     save_checkpoint,
 )
-from zipformer_pc.decoder import MODE_N, MODE_P, Decoder
+from zipformer_pc.decoder import Decoder
 from zipformer_pc.loss import LossConfig
 from zipformer_pc.model import HeadConfig, Transducer, build_model, make_model_config
+from zipformer_pc.modes import MODE_N, MODE_P
 
 VOCAB = 40
 

@@ -12,17 +12,15 @@ import onnx
 import pytest
 import torch
 
+from zipformer_pc.beam_search import greedy_search_batch
+from zipformer_pc.checkpoint import load_model_for_inference
+from zipformer_pc.features import knf_fbank
+from zipformer_pc.model import HeadConfig, build_model, make_model_config
+from zipformer_pc.modes import MODE_N, MODE_P
+from zipformer_pc.onnx_export import check_export, export_model
+from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "export"))
-
-from export_onnx import check_export, export_model  # noqa: E402
-from onnx_streaming import Resampler, StreamingRecognizer, find_model_files, read_wav  # noqa: E402
-
-from zipformer_pc.beam_search import greedy_search_batch  # noqa: E402
-from zipformer_pc.checkpoint import load_model_for_inference  # noqa: E402
-from zipformer_pc.decoder import MODE_N, MODE_P  # noqa: E402
-from zipformer_pc.features import knf_fbank  # noqa: E402
-from zipformer_pc.model import HeadConfig, build_model, make_model_config  # noqa: E402
 
 CHUNK, LEFT = 32, 64
 UNK_ID = 2  # <blk> 0, <sos/eos> 1, <unk> 2 in the recipe's tokens.txt

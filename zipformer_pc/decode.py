@@ -43,9 +43,9 @@ import torch
 from zipformer_pc.beam_search import search
 from zipformer_pc.checkpoint import load_model_for_inference
 from zipformer_pc.dataset import PCAsrDataset, Tokenizer
-from zipformer_pc.decoder import MODE_N, MODE_P
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
-from zipformer_pc.text import normalized
+from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
+    parse_modes, rules, search_mode_for
 from zipformer_pc.utils import str2bool
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
@@ -153,19 +153,21 @@ def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restore
             enc, enc_lens = model.encoder(feats, lens, chunk_size=args.chunk_size,
                                           left_context_frames=args.left_context_frames)
         for m in modes:
-            if restorer is not None and m == MODE_P:
+            if restorer is not None and m in RESTORED_FROM:
                 continue  # the cascade's P comes from its N output below
-            search_mode = MODE_P if model.model_type == "punct" else m
-            ids = search(model, enc, enc_lens, search_mode, args.decoding_method, args.beam_size,
-                         args.max_sym_per_frame)
+            ids = search(model, enc, enc_lens, search_mode_for(model.model_type, m), args.decoding_method,
+                         args.beam_size, args.max_sym_per_frame)
+            derived = is_derived(model.model_type, m)
             for cid, h in zip(batch["cut_ids"], ids):
                 text = tokenizer.decode(h)
-                hyps[m][cid] = normalized(text) if (model.model_type == "punct" and m == MODE_N) else text
+                hyps[m][cid] = derive(m, text) if derived else text
         if restorer is not None:
             from zipformer_pc.restore import cascade_restore
 
-            batch_n = {cid: hyps[MODE_N][cid] for cid in batch["cut_ids"]}
-            hyps[MODE_P].update(cascade_restore(batch_n, restorer))
+            for m, source in RESTORED_FROM.items():
+                if m in modes:
+                    batch_src = {cid: hyps[source][cid] for cid in batch["cut_ids"]}
+                    hyps[m].update(cascade_restore(batch_src, restorer))
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         elapsed += time.perf_counter() - t0
@@ -199,21 +201,24 @@ def main() -> None:
         raise SystemExit("--streaming true needs --chunk-size > 0")
     if args.max_sym_per_frame < 1:
         raise SystemExit(f"--max-sym-per-frame must be >= 1, got {args.max_sym_per_frame}")
-    available = {"punct": [MODE_N, MODE_P], "norm": [MODE_N]}.get(model.model_type, [MODE_N, MODE_P])
+    available = output_modes(model.model_type)
     restorer = None
     if args.restore_model:
-        if model.model_type != "norm":
+        if not rules(model.model_type).restorable:
             raise SystemExit(f"--restore-model makes a cascade from a norm model, not a {model.model_type} model")
         from zipformer_pc.restore import load_restorer
 
         path = args.restore_model
         restorer = load_restorer(onnx=path, num_threads=args.num_threads) if path.endswith(".onnx") else \
             load_restorer(checkpoint=path, num_threads=args.num_threads)
-        available = [MODE_N, MODE_P]
-    wanted = [{"N": MODE_N, "P": MODE_P}[m] for m in args.modes.split(",")]
+        available = output_modes(model.model_type, cascade=True)
+    try:
+        wanted = parse_modes(args.modes)
+    except ValueError as e:
+        raise SystemExit(f"--modes: {e}")
     modes = [m for m in wanted if m in available]
-    if restorer is not None and MODE_P in modes and MODE_N not in modes:
-        modes = [MODE_N, MODE_P]  # the cascade's P needs its N output
+    if restorer is not None and any(RESTORED_FROM.get(m) not in (None, *modes) for m in modes):
+        modes = list(available)  # the cascade's P needs its N output
     if not modes:
         raise SystemExit(f"A {model.model_type} model has none of the modes {args.modes}")
     model_name = "cascade" if restorer is not None else model.model_type
@@ -238,7 +243,7 @@ def main() -> None:
         logging.info(f"{name}: {len(res['refs_n'])} utterances, {res['audio_sec']:.1f} s audio, RTF {rtf:.3f}")
         summaries: Dict[int, Dict[str, object]] = {}
         for m in modes:
-            tag = "N" if m == MODE_N else "P"
+            tag = MODE_NAMES[m]
             if m == MODE_N:
                 pairs = [(c, res["refs_n"][c], h) for c, h in res["hyps"][m].items()]
             else:

@@ -19,10 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# Output modes, shared by the model, decoding and export.
-MODE_N = 0  # normalized: lowercase, no punctuation
-MODE_P = 1  # punctuated and cased
-MODES = {"N": MODE_N, "P": MODE_P}
+from zipformer_pc.modes import MODE_N, MODE_P  # noqa: F401  (the mode ids' old home: re-exported)
 
 
 class Decoder(nn.Module):

@@ -12,9 +12,13 @@ below are the single source for all three, chosen to match what sherpa-onnx's
 * no dither, ``snip_edges=False`` (frame count = round(num_samples / 160)).
 
 ``tests/test_features.py`` checks that lhotse and kaldi-native-fbank agree.
+
+This module imports only numpy at load time (lhotse and kaldi-native-fbank
+inside the functions that need them): the streaming runtime
+(:mod:`zipformer_pc.runtime`) reads these options without torch or lhotse.
 """
 
-from typing import Any, Dict
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
@@ -64,11 +68,16 @@ def lhotse_fbank():
     )
 
 
-def knf_fbank_options():
-    """kaldi-native-fbank ``FbankOptions`` with the recipe's options (streaming runtime)."""
+def knf_fbank_options(options: Optional[Mapping[str, Any]] = None):
+    """kaldi-native-fbank ``FbankOptions`` with the recipe's options (streaming runtime).
+
+    ``options`` has the keys of :data:`FBANK_OPTIONS` (default: those); the
+    runtime passes the values an exported encoder carries in its metadata
+    (:func:`options_from_metadata`).
+    """
     import kaldi_native_fbank as knf
 
-    o = FBANK_OPTIONS
+    o = FBANK_OPTIONS if options is None else options
     opts = knf.FbankOptions()
     opts.frame_opts.samp_freq = float(o["sampling_rate"])
     opts.frame_opts.frame_shift_ms = o["frame_shift_ms"]
@@ -87,6 +96,30 @@ def knf_fbank_options():
     opts.use_log_fbank = True
     opts.use_power = True
     return opts
+
+
+def options_to_metadata(options: Mapping[str, Any] = FBANK_OPTIONS) -> Dict[str, str]:
+    """The options as ONNX metadata strings: ``fbank_KEY``, booleans as ``true``/``false``."""
+    return {f"fbank_{k}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
+
+
+def options_from_metadata(meta: Mapping[str, str]) -> Dict[str, Any]:
+    """The options an exported encoder carries (:func:`options_to_metadata`), typed as in
+    :data:`FBANK_OPTIONS`; a missing key is an error."""
+    out: Dict[str, Any] = {}
+    for k, default in FBANK_OPTIONS.items():
+        v = meta.get(f"fbank_{k}")
+        if v is None:
+            raise ValueError(f"encoder metadata lacks fbank_{k}: was it exported by export/export_onnx.py?")
+        if isinstance(default, bool):
+            out[k] = v == "true"
+        elif isinstance(default, int):
+            out[k] = int(float(v))
+        elif isinstance(default, float):
+            out[k] = float(v)
+        else:
+            out[k] = v
+    return out
 
 
 def knf_fbank(samples: np.ndarray) -> np.ndarray:

@@ -23,11 +23,10 @@ from typing import Dict, List, Optional, Sequence
 import torch
 import torch.nn as nn
 
-from zipformer_pc.decoder import MODE_N, MODE_P, Decoder
+from zipformer_pc.decoder import Decoder
 from zipformer_pc.joiner import Joiner
 from zipformer_pc.loss import LossConfig, pad_targets, transducer_loss
-
-MODEL_TYPES = ("punct", "norm", "two-decoder", "conditioned")
+from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, MODEL_TYPES, searched_modes
 
 
 @dataclass
@@ -51,8 +50,8 @@ class HeadConfig:
 
 
 def modes_of(model_type: str) -> List[int]:
-    """Output modes a model type is trained on."""
-    return {"punct": [MODE_P], "norm": [MODE_N]}.get(model_type, [MODE_N, MODE_P])
+    """Output modes a model type is trained on (those it searches: ``zipformer_pc.modes``)."""
+    return searched_modes(model_type)
 
 
 class Transducer(nn.Module):
@@ -67,7 +66,7 @@ class Transducer(nn.Module):
         self.encoder = encoder
         self.cfg = cfg
         enc_dim = encoder.output_dim
-        names = {"two-decoder": ["N", "P"]}.get(cfg.model_type, ["main"])
+        names = [MODE_NAMES[m] for m in modes_of(cfg.model_type)] if cfg.model_type == "two-decoder" else ["main"]
         mode_dim = cfg.mode_dim if cfg.model_type == "conditioned" else 0
         self.decoders = nn.ModuleDict(
             {n: Decoder(cfg.vocab_size, cfg.decoder_dim, cfg.blank_id, cfg.context_size, mode_dim,
@@ -95,7 +94,7 @@ class Transducer(nn.Module):
     def head_for(self, mode: int) -> str:
         """Head name producing ``mode`` (for ``punct`` the P head also serves N via normalization)."""
         if self.model_type == "two-decoder":
-            return "N" if mode == MODE_N else "P"
+            return MODE_NAMES[mode]
         return "main"
 
     def trained_modes(self) -> List[int]:
@@ -179,7 +178,7 @@ class Transducer(nn.Module):
             key = "n" if mode == MODE_N else "p"
             out[f"loss_{key}"] = mean
             out[f"num_{key}"] = torch.tensor(len(idx), device=dev)
-            if self.model_type in ("punct", "norm"):
+            if len(self.trained_modes()) == 1:  # punct, norm
                 weight = 1.0
             else:
                 weight = alpha if mode == MODE_P else 1.0 - alpha
@@ -187,7 +186,7 @@ class Transducer(nn.Module):
         if ctc_scale > 0:
             if self.ctc_output is None:
                 raise ValueError("ctc_scale > 0 needs a model built with a CTC output (HeadConfig.ctc)")
-            if self.model_type == "punct":
+            if MODE_N not in self.trained_modes():  # punct: CTC on P
                 idx = [i for i, t in enumerate(tokens_p) if t is not None]
                 targets = [tokens_p[i] for i in idx]
             else:

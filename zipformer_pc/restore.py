@@ -6,7 +6,7 @@ for every word, a case class and the punctuation mark that follows it
 conversational speech in low-resource scenarios*): one shared encoder, two
 linear heads, loss ``lam * L_case + (1 - lam) * L_punct``.  The label
 inventory and the torch-free inference code are in
-:mod:`zipformer_pc.restore_runtime` (re-exported here).
+:mod:`zipformer_pc.runtime.restoration` (re-exported here).
 
 Encoder: pieces between ``<s>`` and ``</s>``, sinusoidal positions, pre-norm
 layers of self-attention, a depthwise-convolution module (Conformer style;
@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 from zipformer_pc.metrics import score_corpus
 from zipformer_pc.references import get_p
-from zipformer_pc.restore_runtime import (  # noqa: F401  (re-exported API)
+from zipformer_pc.runtime.restoration import (  # noqa: F401  (re-exported API)
     AUC,
     CASE_CLASSES,
     LC,

@@ -56,7 +56,8 @@ from zipformer_pc.checkpoint import (
 )
 from zipformer_pc.dataset import PCAsrDataset, Tokenizer
 from zipformer_pc.loss import LossConfig, resolve_backend
-from zipformer_pc.model import MODEL_TYPES, HeadConfig, Transducer, build_model, make_model_config
+from zipformer_pc.model import HeadConfig, Transducer, build_model, make_model_config
+from zipformer_pc.modes import MODEL_TYPES
 from zipformer_pc.optim import Eden, make_optimizer
 from zipformer_pc.references import any_auto_punct
 from zipformer_pc.zipformer import ENCODER_CONFIGS, count_parameters

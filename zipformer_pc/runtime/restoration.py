@@ -2,8 +2,9 @@
 
 This module needs only numpy and sentencepiece (and onnxruntime for
 :class:`OnnxRestorer`), so a cascade (ASR N output -> restored P) can be
-deployed without torch.  The torch model, training and export live in
-:mod:`zipformer_pc.restore`, which re-exports everything here.
+deployed without torch: it is part of the streaming runtime
+(:mod:`zipformer_pc.runtime`).  The torch model, training and export live
+in :mod:`zipformer_pc.restore`, which re-exports everything here.
 
 Labels (Pappagari et al., *Joint prediction of truecasing and punctuation
 for conversational speech in low-resource scenarios*): every word of the N

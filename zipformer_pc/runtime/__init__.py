@@ -1,0 +1,25 @@
+"""The streaming runtime: exported ONNX models run with onnxruntime, no torch, no lhotse.
+
+Its whole import path needs only onnxruntime, numpy and kaldi-native-fbank
+(and sentencepiece for the restoration model of the cascade);
+``tests/test_runtime_light.py`` imports it with torch and lhotse blocked.
+
+* :mod:`~zipformer_pc.runtime.recognizer`: :class:`StreamingRecognizer`
+  (the encoder once per chunk, greedy search per output mode, with sherpa-onnx's
+  conventions) and :func:`find_model_files`;
+* :mod:`~zipformer_pc.runtime.stream`: :class:`Stream`, one utterance being
+  recognized (audio, online fbank, encoder states, hypotheses);
+* :mod:`~zipformer_pc.runtime.audio`: :func:`read_wav` and the streaming
+  :class:`Resampler`;
+* :mod:`~zipformer_pc.runtime.restoration`: punctuation and truecasing
+  restoration of N text (:class:`~zipformer_pc.runtime.restoration.OnnxRestorer`);
+* :mod:`~zipformer_pc.runtime.cli`: the command line (``export/onnx_streaming.py``,
+  ``zpc-transcribe``).
+"""
+
+from zipformer_pc.runtime.audio import Resampler, read_wav
+from zipformer_pc.runtime.recognizer import StreamingRecognizer, fbank_options_from_metadata, find_model_files
+from zipformer_pc.runtime.stream import Stream
+
+__all__ = ["Resampler", "Stream", "StreamingRecognizer", "fbank_options_from_metadata", "find_model_files",
+           "read_wav"]

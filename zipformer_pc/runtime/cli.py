@@ -1,0 +1,116 @@
+"""Streaming recognition of wav files or a cut manifest with the ONNX runtime: both transcripts, RTF.
+
+Usage:
+  # wav files and/or folders of wavs; prints both transcripts and the RTF
+  python export/onnx_streaming.py --model-dir egs/synth/exp/conditioned/onnx a.wav wavs/
+  # a lhotse cut manifest, scored against its P and N references
+  python export/onnx_streaming.py --model-dir DIR --cuts data/synth/fbank/synth_cuts_test.jsonl.gz --int8 true
+
+(``zpc-transcribe`` is the same command once the package is installed.)
+Needs only onnxruntime, numpy and kaldi-native-fbank; ``--cuts`` also needs
+lhotse, and scoring ``zipformer_pc.metrics``.  Each utterance is fed in
+pieces of ``--piece-seconds`` to :class:`zipformer_pc.runtime.StreamingRecognizer`.
+"""
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from zipformer_pc.runtime.audio import read_wav
+from zipformer_pc.runtime.recognizer import StreamingRecognizer
+
+
+def _wav_inputs(paths: Sequence[str]) -> List[Tuple[str, Path]]:
+    items = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            items += [(w.stem, w) for w in sorted(p.rglob("*.wav"))]
+        elif p.exists():
+            items.append((p.stem, p))
+        else:
+            raise FileNotFoundError(f"{p} does not exist")
+    return items
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="*", help="wav files or folders of wav files")
+    p.add_argument("--model-dir", type=Path, required=True, help="output of export/export_onnx.py")
+    p.add_argument("--int8", type=lambda s: s.lower() in ("1", "true", "yes"), default=False)
+    p.add_argument("--cuts", default=None, help="a lhotse cut manifest to decode and score (needs lhotse)")
+    p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
+    p.add_argument("--piece-seconds", type=float, default=0.1, help="audio fed per accept_waveform call")
+    p.add_argument("--modes", default="", help="comma list of P,N (default: all exported)")
+    p.add_argument("--max-utts", type=int, default=0, help="decode at most this many (0: all)")
+    p.add_argument("--output", type=Path, default=None, help="write 'id<TAB>mode<TAB>text' lines here")
+    return p
+
+
+def main(argv=None) -> None:
+    args = get_parser().parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+    if not args.inputs and not args.cuts:
+        sys.exit("give wav files / folders or --cuts")
+    modes = [m for m in args.modes.split(",") if m] or None
+    rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes)
+    items: List[Tuple[str, object]] = list(_wav_inputs(args.inputs))
+    refs: Dict[str, Tuple[str, Optional[str]]] = {}
+    if args.cuts:
+        from lhotse import load_manifest_lazy
+
+        for cut in load_manifest_lazy(args.cuts):
+            items.append((cut.id, cut))
+            sup = cut.supervisions[0] if cut.supervisions else None
+            if sup is not None:
+                refs[cut.id] = (sup.text or "", (sup.custom or {}).get("text_p"))
+    if args.max_utts > 0:
+        items = items[: args.max_utts]
+    hyps: Dict[str, Dict[str, str]] = {}
+    audio_seconds = wall = 0.0
+    skipped = 0
+    for n, (uid, src) in enumerate(items, 1):
+        try:
+            if isinstance(src, Path):
+                samples, rate = read_wav(str(src))
+            else:
+                samples, rate = src.load_audio()[0].astype(np.float32), int(src.sampling_rate)
+        except (ValueError, OSError) as e:
+            skipped += 1
+            logging.warning("skipping %s: %s", uid, e)
+            continue
+        t0 = time.perf_counter()
+        res = rec.recognize(samples, rate, args.piece_seconds)
+        wall += time.perf_counter() - t0
+        audio_seconds += len(samples) / rate
+        hyps[uid] = res
+        print(f"{uid}\t" + "\t".join(f"{m}: {res[m]}" for m in sorted(res, reverse=True)), flush=True)
+        if n % 50 == 0:
+            logging.info("%d/%d utterances, RTF so far %.3f", n, len(items), wall / max(audio_seconds, 1e-9))
+    rtf = wall / max(audio_seconds, 1e-9)
+    logging.info("Decoded %d utterances (%.1f s of audio, %d skipped) in %.1f s: RTF %.3f with %d encoder thread(s)",
+                 len(hyps), audio_seconds, skipped, wall, rtf, args.num_threads)
+    print(f"RTF {rtf:.4f} ({len(hyps)} utterances, {audio_seconds:.1f} s audio, {args.num_threads} thread(s))")
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            for uid, res in hyps.items():
+                for m, text in res.items():
+                    f.write(f"{uid}\t{m}\t{text}\n")
+    if refs:
+        from zipformer_pc.metrics import score_corpus
+
+        for mode in ("N", "P"):
+            pairs = [(uid, refs[uid][1] if mode == "P" else refs[uid][0], h[mode]) for uid, h in hyps.items()
+                     if mode in h and uid in refs and (mode == "N" or refs[uid][1] is not None)]
+            if pairs:
+                summary = score_corpus(pairs).summary()
+                keys = ["wer"] if mode == "N" else ["wer", "punc_er", "case_er", "pc_wer"]
+                print(f"{mode}: " + ", ".join(f"{k} {summary.get(k)}" for k in keys))
+
+
+if __name__ == "__main__":
+    main()

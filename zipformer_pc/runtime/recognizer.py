@@ -1,0 +1,249 @@
+"""Streaming recognition with onnxruntime: both transcripts from one encoder pass.
+
+Needs only onnxruntime, numpy, kaldi-native-fbank and the exported files
+(``export/export_onnx.py``): the feature options are read from the
+encoder's metadata, the text from ``tokens.txt``.  (A ``punct``-only model's
+N transcript is derived with the recipe's normalization,
+``zipformer_pc.text.normalized``, which is pure Python.)
+
+In Python::
+
+  from zipformer_pc.runtime import StreamingRecognizer
+
+  rec = StreamingRecognizer.from_dir("exp/onnx")
+  s = rec.create_stream()
+  for piece in pieces:                 # any sizes, any sample rate
+      s.accept_waveform(44100, piece)
+      rec.decode_stream(s)             # runs every chunk that is ready
+      print(rec.get_result(s))         # partial: {"P": "...", "N": "..."}
+  s.input_finished()                   # pads the tail so no frame is lost
+  rec.decode_stream(s)
+  print(rec.get_result(s))             # final
+
+Search is greedy with at most one token per encoder frame, per mode, exactly
+as sherpa-onnx's ``greedy_search`` (which also treats ``<unk>`` as blank:
+it is never emitted and does not enter the predictor's context), with one
+joiner call per frame as sherpa-onnx makes for one stream (an int8 joiner
+quantizes each call's input with its own scale, so batching frames would
+change the result).
+"""
+
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import kaldi_native_fbank as knf
+import numpy as np
+import onnxruntime as ort
+
+from zipformer_pc.features import knf_fbank_options, options_from_metadata
+from zipformer_pc.modes import RUNTIME_ORDER, add_derived
+from zipformer_pc.runtime.stream import ModeState, Stream
+
+BLANK_ID = 0
+
+
+def _session(path: Path, threads: int) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def _ints(meta: Dict[str, str], key: str) -> List[int]:
+    return [int(v) for v in meta[key].split(",")]
+
+
+def fbank_options_from_metadata(meta: Dict[str, str]) -> "knf.FbankOptions":
+    """kaldi-native-fbank options from the ``fbank_*`` metadata the export copied
+    from ``zipformer_pc.features.FBANK_OPTIONS`` (the recipe's one feature config)."""
+    return knf_fbank_options(options_from_metadata(meta))
+
+
+def find_model_files(model_dir: Path, int8: bool = False) -> Dict[str, Path]:
+    """The one exported set in ``model_dir``: ``{"encoder", "decoder-P", "joiner-P", ..., "tokens"}``."""
+    model_dir = Path(model_dir)
+    ext = ".int8.onnx" if int8 else ".onnx"
+    encoders = [p for p in sorted(model_dir.glob("encoder*" + ext)) if int8 or not p.name.endswith(".int8.onnx")]
+    if len(encoders) != 1:
+        raise FileNotFoundError(
+            f"{model_dir}: expected one encoder*{ext}, found {[p.name for p in encoders]}"
+            " (pass --encoder etc. explicitly or use a directory per export)")
+    suffix = encoders[0].name[len("encoder"):]
+    files = {"encoder": encoders[0], "tokens": model_dir / "tokens.txt"}
+    for mode in RUNTIME_ORDER:
+        dec, joi = model_dir / f"decoder-{mode}{suffix}", model_dir / f"joiner-{mode}{suffix}"
+        if dec.exists() and joi.exists():
+            files[f"decoder-{mode}"], files[f"joiner-{mode}"] = dec, joi
+    if not files["tokens"].exists():
+        raise FileNotFoundError(f"{files['tokens']} is missing")
+    return files
+
+
+class StreamingRecognizer:
+    """Streaming transducer on onnxruntime with one decoder/joiner pair per output mode.
+
+    Args:
+      files: from :func:`find_model_files` (``encoder``, ``tokens`` and
+        ``decoder-MODE`` / ``joiner-MODE`` for each mode present).
+      num_threads: intra-op threads of the encoder session (the decoder and
+        joiner sessions use one: on a 2-core machine that split is fastest).
+      modes: the modes to search (default: all the files provide).
+    """
+
+    def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None) -> None:
+        self.encoder = _session(files["encoder"], num_threads)
+        meta = self.encoder.get_modelmeta().custom_metadata_map
+        if meta.get("model_type") != "zipformer2":
+            raise ValueError(f"{files['encoder']}: not a streaming Zipformer2 encoder (model_type={meta.get('model_type')})")
+        self.meta = meta
+        self.T = int(meta["T"])
+        self.decode_chunk_len = int(meta["decode_chunk_len"])
+        self.transducer_type = meta.get("transducer_type", "")
+        self.fbank_opts = fbank_options_from_metadata(meta)
+        self.sample_rate = int(float(meta["fbank_sampling_rate"]))
+        self.frame_shift = int(round(self.sample_rate * float(meta["fbank_frame_shift_ms"]) / 1000))
+        available = [m for m in RUNTIME_ORDER if f"decoder-{m}" in files]
+        if not available:
+            raise FileNotFoundError("no decoder-P/decoder-N and joiner files given")
+        self.search_modes = list(modes) if modes else available
+        for m in self.search_modes:
+            if m not in available:
+                raise ValueError(f"mode {m} requested but no decoder-{m}/joiner-{m} files")
+        self.decoders = {m: _session(files[f"decoder-{m}"], 1) for m in self.search_modes}
+        self.joiners = {m: _session(files[f"joiner-{m}"], 1) for m in self.search_modes}
+        dmeta = self.decoders[self.search_modes[0]].get_modelmeta().custom_metadata_map
+        self.context_size = int(dmeta["context_size"])
+        self.vocab_size = int(dmeta["vocab_size"])
+        self.tokens = self._read_tokens(files["tokens"])
+        self.unk_id = self.tokens.index("<unk>") if "<unk>" in self.tokens else -1
+        if len(self.tokens) != self.vocab_size:
+            raise ValueError(f"{files['tokens']}: {len(self.tokens)} tokens, model vocab_size {self.vocab_size}")
+        self._state_inputs = self.encoder.get_inputs()[1:]
+        self._state_shapes = self._init_state_shapes()
+
+    @classmethod
+    def from_dir(cls, model_dir, int8: bool = False, **kwargs) -> "StreamingRecognizer":
+        return cls(find_model_files(Path(model_dir), int8), **kwargs)
+
+    @staticmethod
+    def _read_tokens(path: Path) -> List[str]:
+        table: Dict[int, str] = {}
+        for n, line in enumerate(open(path, encoding="utf-8"), 1):
+            parts = line.rstrip("\n").split()
+            if not parts:
+                continue
+            if len(parts) != 2 or not parts[1].isdigit():
+                raise ValueError(f"{path}:{n}: expected 'token id', got {line.rstrip()!r}")
+            table[int(parts[1])] = parts[0]
+        if sorted(table) != list(range(len(table))):
+            raise ValueError(f"{path}: token ids are not 0..{len(table) - 1}")
+        return [table[i] for i in range(len(table))]
+
+    def _init_state_shapes(self) -> List[Tuple[Tuple[int, ...], type]]:
+        """State shapes for one stream from the metadata (the way sherpa-onnx builds them)."""
+        m = self.meta
+        layers, dims = _ints(m, "num_encoder_layers"), _ints(m, "encoder_dims")
+        kernels, left = _ints(m, "cnn_module_kernels"), _ints(m, "left_context_len")
+        qdims, vdims, heads = _ints(m, "query_head_dims"), _ints(m, "value_head_dims"), _ints(m, "num_heads")
+        shapes: List[Tuple[Tuple[int, ...], type]] = []
+        for i, n in enumerate(layers):
+            for _ in range(n):
+                shapes += [
+                    ((left[i], 1, qdims[i] * heads[i]), np.float32),
+                    ((1, 1, left[i], 3 * dims[i] // 4), np.float32),
+                    ((left[i], 1, vdims[i] * heads[i]), np.float32),
+                    ((left[i], 1, vdims[i] * heads[i]), np.float32),
+                    ((1, dims[i], kernels[i] // 2), np.float32),
+                    ((1, dims[i], kernels[i] // 2), np.float32),
+                ]
+        num_bins = int(m["fbank_num_mel_bins"])
+        shapes.append(((1, 128, 3, ((num_bins - 1) // 2 - 1) // 2), np.float32))
+        shapes.append(((1,), np.int64))
+        if len(shapes) != len(self._state_inputs):
+            raise ValueError(f"encoder has {len(self._state_inputs)} state inputs, metadata implies {len(shapes)}")
+        return shapes
+
+    def init_states(self) -> List[np.ndarray]:
+        return [np.zeros(s, dtype=t) for s, t in self._state_shapes]
+
+    def initial_hyp(self, mode: str) -> ModeState:
+        ctx = np.full((1, self.context_size), BLANK_ID, dtype=np.int64)
+        return ModeState(tokens=[], decoder_out=self.decoders[mode].run(None, {"y": ctx})[0])
+
+    def create_stream(self) -> Stream:
+        return Stream(self)
+
+    def tail_padding_frames(self, num_samples: int, chunks_done: int) -> int:
+        """Silence frames to append so every real encoder frame is in a complete chunk."""
+        frames = (num_samples + self.frame_shift // 2) // self.frame_shift  # snip_edges=False
+        out_frames = max(0, (frames - 7) // 2)  # 50 Hz frames of the real audio
+        chunk = self.decode_chunk_len // 2
+        chunks = max(chunks_done, -(-out_frames // chunk))
+        if chunks == 0:
+            return 0
+        needed = self.decode_chunk_len * (chunks - 1) + self.T
+        return max(0, needed - frames)
+
+    # -- decoding --------------------------------------------------------
+
+    def is_ready(self, s: Stream) -> bool:
+        return s.fbank.num_frames_ready - s.frame_offset >= self.T
+
+    def decode_stream(self, s: Stream) -> int:
+        """Run every chunk that is ready; returns how many ran."""
+        n = 0
+        while self.is_ready(s):
+            start = s.frame_offset
+            x = np.stack([s.fbank.get_frame(start + i) for i in range(self.T)])[None].astype(np.float32)
+            feeds = {"x": x}
+            feeds.update({i.name: v for i, v in zip(self._state_inputs, s.states)})
+            out = self.encoder.run(None, feeds)
+            s.states = out[1:]
+            enc = out[0][0]
+            for m in self.search_modes:
+                self._greedy(m, enc, s.hyps[m], s.num_chunks * enc.shape[0])
+            s.fbank.pop(self.decode_chunk_len)
+            s.frame_offset += self.decode_chunk_len
+            s.num_chunks += 1
+            n += 1
+        return n
+
+    def _greedy(self, mode: str, enc: np.ndarray, hyp: ModeState, frame0: int) -> None:
+        # One joiner call per frame, as sherpa-onnx does for one stream: an
+        # int8 joiner quantizes its input dynamically with one scale per call,
+        # so frames batched together would change each other's logits.
+        joiner, decoder = self.joiners[mode], self.decoders[mode]
+        for t in range(enc.shape[0]):
+            logits = joiner.run(None, {"encoder_out": enc[t : t + 1], "decoder_out": hyp.decoder_out})[0]
+            best = int(logits[0].argmax())
+            if best == BLANK_ID or best == self.unk_id:
+                continue
+            hyp.tokens.append(best)
+            hyp.frames.append(frame0 + t)
+            ctx = ([BLANK_ID] * self.context_size + hyp.tokens)[-self.context_size:]
+            hyp.decoder_out = decoder.run(None, {"y": np.array([ctx], dtype=np.int64)})[0]
+
+    def text(self, token_ids: Sequence[int]) -> str:
+        return " ".join("".join(self.tokens[i] for i in token_ids).replace("\u2581", " ").split())
+
+    def get_result(self, s: Stream) -> Dict[str, str]:
+        """Current (partial, or final after ``input_finished``) transcripts by mode.
+        A ``punct``-only model also reports N, derived by the recipe's normalization
+        (the derived modes of ``zipformer_pc.modes``)."""
+        return add_derived(self.transducer_type, {m: self.text(h.tokens) for m, h in s.hyps.items()})
+
+    def get_tokens(self, s: Stream) -> Dict[str, List[int]]:
+        return {m: list(h.tokens) for m, h in s.hyps.items()}
+
+    def recognize(self, samples: np.ndarray, sample_rate: int, piece_seconds: float = 0.0) -> Dict[str, str]:
+        """Recognize one utterance, fed in pieces of ``piece_seconds`` (0: at once)."""
+        s = self.create_stream()
+        step = len(samples) if piece_seconds <= 0 else max(1, int(piece_seconds * sample_rate))
+        for i in range(0, len(samples), max(step, 1)):
+            s.accept_waveform(sample_rate, samples[i : i + step])
+            self.decode_stream(s)
+        s.input_finished()
+        self.decode_stream(s)
+        return self.get_result(s)

@@ -1,0 +1,75 @@
+"""One utterance being recognized by :class:`~zipformer_pc.runtime.recognizer.StreamingRecognizer`:
+audio in, online features (kaldi-native-fbank), encoder states and one greedy
+hypothesis per searched mode."""
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+
+import kaldi_native_fbank as knf
+import numpy as np
+
+from zipformer_pc.runtime.audio import Resampler
+
+if TYPE_CHECKING:
+    from zipformer_pc.runtime.recognizer import StreamingRecognizer
+
+
+@dataclass
+class ModeState:
+    """The greedy hypothesis of one mode: tokens so far and the predictor output for their context."""
+
+    tokens: List[int]
+    decoder_out: np.ndarray
+    frames: List[int] = field(default_factory=list)  # 25 Hz frame index of each token
+
+
+class Stream:
+    """One utterance being recognized: audio in, features, states, hypotheses."""
+
+    def __init__(self, recognizer: "StreamingRecognizer") -> None:
+        self.rec = recognizer
+        self.fbank = knf.OnlineFbank(recognizer.fbank_opts)
+        self.resampler: Optional[Resampler] = None
+        self.states = recognizer.init_states()
+        self.frame_offset = 0  # feature frames popped from the fbank
+        self.num_chunks = 0
+        self.num_samples = 0  # at the model's rate, padding excluded
+        self.finished = False
+        self.hyps: Dict[str, ModeState] = {m: recognizer.initial_hyp(m) for m in recognizer.search_modes}
+
+    def accept_waveform(self, sample_rate: int, samples: Sequence[float]) -> None:
+        """Add audio (float samples in [-1, 1], mono) at any sample rate."""
+        if self.finished:
+            raise RuntimeError("accept_waveform after input_finished")
+        x = np.asarray(samples, dtype=np.float32).reshape(-1)
+        if x.size == 0:
+            return
+        rate = self.rec.sample_rate
+        if sample_rate != rate:
+            if self.resampler is None:
+                self.resampler = Resampler(sample_rate, rate)
+            elif self.resampler.in_rate != sample_rate:
+                raise ValueError(f"sample rate changed within a stream: {self.resampler.in_rate} -> {sample_rate}")
+            x = self.resampler.process(x)
+        self.num_samples += x.size
+        self.fbank.accept_waveform(rate, x)
+
+    def input_finished(self) -> None:
+        """No more audio: flush the resampler, pad the tail with silence so the
+        last chunk is complete, and finish the features."""
+        if self.finished:
+            return
+        if self.resampler is not None:
+            rest = self.resampler.flush()
+            self.num_samples += rest.size
+            if rest.size:
+                self.fbank.accept_waveform(self.rec.sample_rate, rest)
+        pad_frames = self.rec.tail_padding_frames(self.num_samples, self.num_chunks)
+        if pad_frames > 0:
+            self.fbank.accept_waveform(self.rec.sample_rate, np.zeros(pad_frames * self.rec.frame_shift, np.float32))
+        self.fbank.input_finished()
+        self.finished = True
+
+    @property
+    def duration(self) -> float:
+        return self.num_samples / self.rec.sample_rate
