@@ -47,6 +47,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--losses", default="full", help="comma list of full, pruned")
     p.add_argument("--prune-range", type=int, default=5)
+    p.add_argument("--convnext-hidden-ratio", type=int, default=None,
+                   help="front-end ConvNeXt expansion (encoder config default if not given; 0: no block)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if not args.worker:
@@ -57,6 +59,8 @@ def main() -> None:
         shared = ["--encoder", args.encoder, "--batch-size", str(args.batch_size), "--seconds", str(args.seconds),
                   "--vocab-size", str(args.vocab_size), "--steps", str(args.steps), "--num-threads",
                   str(args.num_threads), "--seed", str(args.seed), "--prune-range", str(args.prune_range)]
+        if args.convnext_hidden_ratio is not None:
+            shared += ["--convnext-hidden-ratio", str(args.convnext_hidden_ratio)]
         for mt in args.model_types.split(","):
             for loss in args.losses.split(","):
                 cmd = [sys.executable, __file__, "--worker", "--model-types", mt, "--losses", loss, *shared]
@@ -83,7 +87,8 @@ def main() -> None:
     torch.manual_seed(args.seed)
     head = HeadConfig(model_type=mt, vocab_size=args.vocab_size, decoder_dim=256 if small else 512,
                       joiner_dim=256 if small else 512, with_simple_proj=backend == "pruned")
-    model = build_model(make_model_config(args.encoder, {}, head))
+    overrides = {} if args.convnext_hidden_ratio is None else {"convnext_hidden_ratio": args.convnext_hidden_ratio}
+    model = build_model(make_model_config(args.encoder, overrides, head))
     model.train()
     opt = make_optimizer("scaled_adam", model.parameters())
     cfg = LossConfig(backend=backend, prune_range=args.prune_range)

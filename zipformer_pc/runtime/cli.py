@@ -3,6 +3,8 @@
 Usage:
   # wav files and/or folders of wavs; prints both transcripts and the RTF
   python export/onnx_streaming.py --model-dir egs/synth/exp/conditioned/onnx a.wav wavs/
+  # long recordings: segments cut by endpoint rules, word times as JSON lines
+  python export/onnx_streaming.py --model-dir DIR --endpoint true --timestamps true talk.wav
   # a lhotse cut manifest, scored against its P and N references
   python export/onnx_streaming.py --model-dir DIR --cuts data/synth/fbank/synth_cuts_test.jsonl.gz --int8 true
 
@@ -13,6 +15,7 @@ pieces of ``--piece-seconds`` to :class:`zipformer_pc.runtime.StreamingRecognize
 """
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -21,7 +24,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from zipformer_pc.modes import add_derived
 from zipformer_pc.runtime.audio import read_wav
+from zipformer_pc.runtime.endpoint import EndpointConfig
 from zipformer_pc.runtime.recognizer import StreamingRecognizer
 
 
@@ -41,14 +46,29 @@ def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="*", help="wav files or folders of wav files")
     p.add_argument("--model-dir", type=Path, required=True, help="output of export/export_onnx.py")
-    p.add_argument("--int8", type=lambda s: s.lower() in ("1", "true", "yes"), default=False)
+    p.add_argument("--int8", type=_bool, default=False)
     p.add_argument("--cuts", default=None, help="a lhotse cut manifest to decode and score (needs lhotse)")
     p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
     p.add_argument("--piece-seconds", type=float, default=0.1, help="audio fed per accept_waveform call")
     p.add_argument("--modes", default="", help="comma list of P,N (default: all exported)")
     p.add_argument("--max-utts", type=int, default=0, help="decode at most this many (0: all)")
     p.add_argument("--output", type=Path, default=None, help="write 'id<TAB>mode<TAB>text' lines here")
+    p.add_argument("--endpoint", type=_bool, default=False,
+                   help="cut each input into segments with endpoint rules (sherpa-onnx's defaults below)")
+    p.add_argument("--rule1-min-trailing-silence", type=float, default=2.4, help="seconds, no speech")
+    p.add_argument("--rule2-min-trailing-silence", type=float, default=1.2, help="seconds, after speech")
+    p.add_argument("--rule3-min-utterance-length", type=float, default=20.0, help="seconds")
+    p.add_argument("--timestamps", type=_bool, default=False,
+                   help="print one JSON line per segment with word and token times (both modes)")
     return p
+
+
+def _bool(s: str) -> bool:
+    if s.lower() in ("1", "true", "yes"):
+        return True
+    if s.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
 
 
 def main(argv=None) -> None:
@@ -57,7 +77,10 @@ def main(argv=None) -> None:
     if not args.inputs and not args.cuts:
         sys.exit("give wav files / folders or --cuts")
     modes = [m for m in args.modes.split(",") if m] or None
-    rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes)
+    endpoint = EndpointConfig.from_options(args.endpoint, args.rule1_min_trailing_silence,
+                                           args.rule2_min_trailing_silence, args.rule3_min_utterance_length)
+    rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
+                                       endpoint=endpoint)
     items: List[Tuple[str, object]] = list(_wav_inputs(args.inputs))
     refs: Dict[str, Tuple[str, Optional[str]]] = {}
     if args.cuts:
@@ -84,11 +107,17 @@ def main(argv=None) -> None:
             logging.warning("skipping %s: %s", uid, e)
             continue
         t0 = time.perf_counter()
-        res = rec.recognize(samples, rate, args.piece_seconds)
+        segments = rec.recognize_segments(samples, rate, args.piece_seconds)
         wall += time.perf_counter() - t0
         audio_seconds += len(samples) / rate
+        modes_out = add_derived(rec.transducer_type, {m: "" for m in rec.search_modes})
+        res = {m: " ".join(seg.text[m] for seg in segments if seg.text.get(m)) for m in modes_out}
         hyps[uid] = res
-        print(f"{uid}\t" + "\t".join(f"{m}: {res[m]}" for m in sorted(res, reverse=True)), flush=True)
+        if args.timestamps or args.endpoint:
+            for seg in segments:
+                print(json.dumps({"id": uid, **seg.as_dict(args.timestamps)}, ensure_ascii=False), flush=True)
+        else:
+            print(f"{uid}\t" + "\t".join(f"{m}: {res[m]}" for m in sorted(res, reverse=True)), flush=True)
         if n % 50 == 0:
             logging.info("%d/%d utterances, RTF so far %.3f", n, len(items), wall / max(audio_seconds, 1e-9))
     rtf = wall / max(audio_seconds, 1e-9)

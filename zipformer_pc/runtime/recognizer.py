@@ -17,8 +17,16 @@ In Python::
       rec.decode_stream(s)             # runs every chunk that is ready
       print(rec.get_result(s))         # partial: {"P": "...", "N": "..."}
   s.input_finished()                   # pads the tail so no frame is lost
-  rec.decode_stream(s)
-  print(rec.get_result(s))             # final
+  for seg in rec.finish(s):            # decodes the rest, closes the last segment
+      print(seg.as_dict())             # {"segment", "start", "end", "text": {"P", "N"},
+                                       #  "words": {mode: [{"word", "start", "end"}]}, "tokens": ...}
+
+With ``StreamingRecognizer(files, endpoint=EndpointConfig())`` the stream is
+cut into segments by sherpa-onnx-style endpoint rules
+(:mod:`zipformer_pc.runtime.endpoint`): ``s.segments`` grows while audio
+arrives, and ``rec.current_segment(s)`` is the partial one.  Word and token
+times (seconds from the stream's start) come from the frames that emitted
+them (:mod:`zipformer_pc.runtime.timestamps`).
 
 Search is greedy with at most one token per encoder frame, per mode, exactly
 as sherpa-onnx's ``greedy_search`` (which also treats ``<unk>`` as blank:
@@ -37,7 +45,9 @@ import onnxruntime as ort
 
 from zipformer_pc.features import knf_fbank_options, options_from_metadata
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
-from zipformer_pc.runtime.stream import ModeState, Stream
+from zipformer_pc.runtime.endpoint import EndpointConfig
+from zipformer_pc.runtime.stream import ModeState, Segment, Stream
+from zipformer_pc.runtime.timestamps import token_times, word_times
 
 BLANK_ID = 0
 
@@ -90,9 +100,13 @@ class StreamingRecognizer:
       num_threads: intra-op threads of the encoder session (the decoder and
         joiner sessions use one: on a 2-core machine that split is fastest).
       modes: the modes to search (default: all the files provide).
+      endpoint: endpoint rules that cut a stream into segments (default:
+        none; one segment per stream, as for a file).
     """
 
-    def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None) -> None:
+    def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None,
+                 endpoint: Optional[EndpointConfig] = None) -> None:
+        self.endpoint = endpoint if endpoint is not None else EndpointConfig(enabled=False)
         self.encoder = _session(files["encoder"], num_threads)
         meta = self.encoder.get_modelmeta().custom_metadata_map
         if meta.get("model_type") != "zipformer2":
@@ -104,6 +118,9 @@ class StreamingRecognizer:
         self.fbank_opts = fbank_options_from_metadata(meta)
         self.sample_rate = int(float(meta["fbank_sampling_rate"]))
         self.frame_shift = int(round(self.sample_rate * float(meta["fbank_frame_shift_ms"]) / 1000))
+        # seconds per encoder output frame: a chunk of decode_chunk_len feature
+        # frames gives decode_chunk_len / 4 encoder frames (checked per chunk)
+        self.frame_seconds = 4 * self.frame_shift / self.sample_rate
         available = [m for m in RUNTIME_ORDER if f"decoder-{m}" in files]
         if not available:
             raise FileNotFoundError("no decoder-P/decoder-N and joiner files given")
@@ -202,19 +219,97 @@ class StreamingRecognizer:
             out = self.encoder.run(None, feeds)
             s.states = out[1:]
             enc = out[0][0]
+            if enc.shape[0] * 4 != self.decode_chunk_len:
+                raise ValueError(f"a chunk of {self.decode_chunk_len} feature frames gave {enc.shape[0]} encoder "
+                                 "frames, not a quarter")
             for m in self.search_modes:
-                self._greedy(m, enc, s.hyps[m], s.num_chunks * enc.shape[0])
+                last = self._greedy(m, enc, s.hyps[m], s.frames_done)
+                s.last_emit = max(s.last_emit, last)
+            s.frames_done += enc.shape[0]
             s.fbank.pop(self.decode_chunk_len)
             s.frame_offset += self.decode_chunk_len
             s.num_chunks += 1
             n += 1
+            self._reattach_leading_marks(s)
+            if self.is_endpoint(s):
+                self._end_segment(s)
         return n
 
-    def _greedy(self, mode: str, enc: np.ndarray, hyp: ModeState, frame0: int) -> None:
+    # -- segments (endpointing) and timestamps ------------------------------
+
+    def is_endpoint(self, s: Stream) -> bool:
+        """Whether the endpoint rules end the current segment now."""
+        if not self.endpoint.enabled:
+            return False
+        quiet_since = max(s.segment_start, s.last_emit + 1)
+        has_speech = any(h.tokens for h in s.hyps.values())
+        return self.endpoint.detected(s.frames_done - s.segment_start, s.frames_done - quiet_since, has_speech,
+                                      self.frame_seconds)
+
+    def current_segment(self, s: Stream) -> Segment:
+        """The segment being decoded (partial results), with timestamps."""
+        texts = add_derived(self.transducer_type, {m: self.text(h.tokens) for m, h in s.hyps.items()})
+        words, toks = {}, {}
+        for m, h in s.hyps.items():
+            pieces = [self.tokens[i] for i in h.tokens]
+            words[m] = word_times(pieces, h.frames, self.frame_seconds)
+            toks[m] = token_times(pieces, h.frames, self.frame_seconds)
+        return Segment(len(s.segments), s.segment_start * self.frame_seconds, s.frames_done * self.frame_seconds,
+                       texts, words, toks)
+
+    def _end_segment(self, s: Stream) -> None:
+        """Finish the current segment (kept when it has any token) and start the
+        next with fresh hypotheses; the encoder states carry on."""
+        if any(h.tokens for h in s.hyps.values()):
+            s.segments.append(self.current_segment(s))
+        s.hyps = {m: self.initial_hyp(m) for m in self.search_modes}
+        s.segment_start = s.frames_done
+
+    def _is_mark(self, token_id: int) -> bool:
+        piece = self.tokens[token_id].lstrip("\u2581")
+        return bool(piece) and not any(ch.isalnum() for ch in piece)
+
+    def _reattach_leading_marks(self, s: Stream) -> None:
+        """A mark emitted after an endpoint, before the new segment's first word,
+        ends the previous segment: move it there (a segment's final mark is
+        never carried into the next one, nor lost).  The predictor's context
+        then restarts after the mark, as it did at the endpoint."""
+        if not s.segments:
+            return
+        prev = s.segments[-1]
+        for m, h in s.hyps.items():
+            n = 0
+            while n < len(h.tokens) and self._is_mark(h.tokens[n]):
+                n += 1
+            if n == 0 or m not in prev.text:
+                continue
+            marks = [self.tokens[i].lstrip("\u2581") for i in h.tokens[:n]]
+            times = token_times(marks, h.frames[:n], self.frame_seconds)
+            prev.text[m] += "".join(marks)
+            prev.tokens.setdefault(m, []).extend(times)
+            if prev.words.get(m):
+                w = prev.words[m][-1]
+                prev.words[m][-1] = type(w)(w.word + "".join(marks), w.start, (h.frames[n - 1] + 1) * self.frame_seconds)
+            prev.end = max(prev.end, (h.frames[n - 1] + 1) * self.frame_seconds)
+            del h.tokens[:n], h.frames[:n]
+
+    def finish(self, s: Stream) -> List[Segment]:
+        """After ``input_finished``: decode what is left and close the last
+        segment; returns every segment of the stream (idempotent)."""
+        if not s.finished:
+            raise RuntimeError("finish() before input_finished()")
+        self.decode_stream(s)
+        self._end_segment(s)
+        return s.segments
+
+    def _greedy(self, mode: str, enc: np.ndarray, hyp: ModeState, frame0: int) -> int:
+        """Greedy search over one chunk's frames; returns the last frame that
+        emitted a token (-1 when none did)."""
         # One joiner call per frame, as sherpa-onnx does for one stream: an
         # int8 joiner quantizes its input dynamically with one scale per call,
         # so frames batched together would change each other's logits.
         joiner, decoder = self.joiners[mode], self.decoders[mode]
+        last = -1
         for t in range(enc.shape[0]):
             logits = joiner.run(None, {"encoder_out": enc[t : t + 1], "decoder_out": hyp.decoder_out})[0]
             best = int(logits[0].argmax())
@@ -222,8 +317,10 @@ class StreamingRecognizer:
                 continue
             hyp.tokens.append(best)
             hyp.frames.append(frame0 + t)
+            last = frame0 + t
             ctx = ([BLANK_ID] * self.context_size + hyp.tokens)[-self.context_size:]
             hyp.decoder_out = decoder.run(None, {"y": np.array([ctx], dtype=np.int64)})[0]
+        return last
 
     def text(self, token_ids: Sequence[int]) -> str:
         return " ".join("".join(self.tokens[i] for i in token_ids).replace("\u2581", " ").split())
@@ -237,13 +334,20 @@ class StreamingRecognizer:
     def get_tokens(self, s: Stream) -> Dict[str, List[int]]:
         return {m: list(h.tokens) for m, h in s.hyps.items()}
 
-    def recognize(self, samples: np.ndarray, sample_rate: int, piece_seconds: float = 0.0) -> Dict[str, str]:
-        """Recognize one utterance, fed in pieces of ``piece_seconds`` (0: at once)."""
+    def recognize_segments(self, samples: np.ndarray, sample_rate: int, piece_seconds: float = 0.0) -> List[Segment]:
+        """Recognize one stream, fed in pieces of ``piece_seconds`` (0: at once); its segments
+        (one, or none for silence, unless endpointing is on)."""
         s = self.create_stream()
         step = len(samples) if piece_seconds <= 0 else max(1, int(piece_seconds * sample_rate))
         for i in range(0, len(samples), max(step, 1)):
             s.accept_waveform(sample_rate, samples[i : i + step])
             self.decode_stream(s)
         s.input_finished()
-        self.decode_stream(s)
-        return self.get_result(s)
+        return self.finish(s)
+
+    def recognize(self, samples: np.ndarray, sample_rate: int, piece_seconds: float = 0.0) -> Dict[str, str]:
+        """Recognize one utterance, fed in pieces of ``piece_seconds`` (0: at once): the
+        transcript per mode (segments joined by spaces when endpointing is on)."""
+        segments = self.recognize_segments(samples, sample_rate, piece_seconds)
+        modes = add_derived(self.transducer_type, {m: "" for m in self.search_modes})
+        return {m: " ".join(seg.text[m] for seg in segments if seg.text.get(m)) for m in modes}

@@ -1,6 +1,7 @@
-"""One utterance being recognized by :class:`~zipformer_pc.runtime.recognizer.StreamingRecognizer`:
-audio in, online features (kaldi-native-fbank), encoder states and one greedy
-hypothesis per searched mode."""
+"""One stream being recognized by :class:`~zipformer_pc.runtime.recognizer.StreamingRecognizer`:
+audio in, online features (kaldi-native-fbank), encoder states, one greedy
+hypothesis per searched mode for the current segment, and the segments
+already finished (endpointing, :mod:`zipformer_pc.runtime.endpoint`)."""
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
@@ -23,6 +24,27 @@ class ModeState:
     frames: List[int] = field(default_factory=list)  # 25 Hz frame index of each token
 
 
+@dataclass
+class Segment:
+    """A finished segment of a stream: its text per mode, times in seconds from
+    the stream's start, and per mode its words (marks attached) and tokens."""
+
+    id: int
+    start: float
+    end: float
+    text: Dict[str, str]
+    words: Dict[str, list] = field(default_factory=dict)  # mode -> [TimedWord]
+    tokens: Dict[str, list] = field(default_factory=dict)  # mode -> [TimedToken]
+
+    def as_dict(self, timestamps: bool = True) -> dict:
+        d = {"segment": self.id, "start": round(self.start, 3), "end": round(self.end, 3), "text": dict(self.text)}
+        if timestamps:
+            d["words"] = {m: [w.as_dict() for w in ws] for m, ws in self.words.items()}
+            d["tokens"] = {m: [{"token": t.token, "start": round(t.start, 3)} for t in ts]
+                           for m, ts in self.tokens.items()}
+        return d
+
+
 class Stream:
     """One utterance being recognized: audio in, features, states, hypotheses."""
 
@@ -36,6 +58,10 @@ class Stream:
         self.num_samples = 0  # at the model's rate, padding excluded
         self.finished = False
         self.hyps: Dict[str, ModeState] = {m: recognizer.initial_hyp(m) for m in recognizer.search_modes}
+        self.frames_done = 0  # encoder frames decoded (25 Hz)
+        self.segment_start = 0  # encoder frame where the current segment began
+        self.last_emit = -1  # last encoder frame on which any searched mode emitted a token
+        self.segments: List[Segment] = []  # finished segments, in order
 
     def accept_waveform(self, sample_rate: int, samples: Sequence[float]) -> None:
         """Add audio (float samples in [-1, 1], mono) at any sample rate."""
