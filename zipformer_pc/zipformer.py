@@ -164,8 +164,11 @@ class EncoderConfig:
 ENCODER_CONFIGS: Dict[str, EncoderConfig] = {
     # The paper's ~65M-parameter (transducer) model layout.
     "paper": EncoderConfig(),
-    # A few million parameters; trains on a CPU in minutes.
+    # A few million parameters; trains on a CPU in minutes.  No front-end
+    # ConvNeXt block: it took a third of the training step for nothing
+    # measurable (README, "Training on a CPU").
     "tiny": EncoderConfig(
+        convnext_hidden_ratio=0,
         num_encoder_layers="1,1,1,1,1,1",
         encoder_dim="128,128,192,192,192,128",
         feedforward_dim="384,384,512,512,512,384",
