@@ -12,7 +12,7 @@ loss, and every exported model).
 
 import argparse
 
-from zipformer_pc.model import HeadConfig, build_model, make_model_config
+from zipformer_pc.model import HeadConfig, build_model, head_dim, make_model_config
 from zipformer_pc.modes import MODEL_TYPES
 from zipformer_pc.zipformer import count_parameters
 
@@ -25,7 +25,7 @@ def main() -> None:
     p.add_argument("--vocab-size", type=int, default=500)
     args = p.parse_args()
     small = args.encoder == "tiny"
-    dim = 256 if small else 512
+    dim = head_dim(args.encoder)
     print(f"encoder {args.encoder}, {args.vocab_size} tokens, decoder/joiner dim {dim}, mode dim 12")
     print("| model type | parameters (pruned-loss training) | paper | without simple projections |")
     print("|---|---|---|---|")

@@ -25,7 +25,7 @@ import time
 import torch
 
 from zipformer_pc.loss import LossConfig
-from zipformer_pc.model import HeadConfig, build_model, make_model_config
+from zipformer_pc.model import HeadConfig, build_model, head_dim, make_model_config
 from zipformer_pc.modes import MODEL_TYPES
 from zipformer_pc.optim import make_optimizer
 from zipformer_pc.zipformer import count_parameters
@@ -82,11 +82,10 @@ def main() -> None:
     tn = [torch.randint(3, args.vocab_size, (int(words * 1.3),), generator=g).tolist() for _ in range(args.batch_size)]
     tp = [t + [4, 5] for t in tn]
     audio = args.batch_size * args.seconds
-    small = args.encoder == "tiny"
     mt = args.model_types
     torch.manual_seed(args.seed)
-    head = HeadConfig(model_type=mt, vocab_size=args.vocab_size, decoder_dim=256 if small else 512,
-                      joiner_dim=256 if small else 512, with_simple_proj=backend == "pruned")
+    head = HeadConfig(model_type=mt, vocab_size=args.vocab_size, decoder_dim=head_dim(args.encoder),
+                      joiner_dim=head_dim(args.encoder), with_simple_proj=backend == "pruned")
     overrides = {} if args.convnext_hidden_ratio is None else {"convnext_hidden_ratio": args.convnext_hidden_ratio}
     model = build_model(make_model_config(args.encoder, overrides, head))
     model.train()

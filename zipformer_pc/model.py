@@ -29,6 +29,15 @@ from zipformer_pc.loss import LossConfig, pad_targets, transducer_loss
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, MODEL_TYPES, searched_modes
 
 
+#: predictor / joiner width that goes with each encoder preset (``--decoder-dim`` / ``--joiner-dim`` default)
+HEAD_DIMS: Dict[str, int] = {"paper": 512, "tiny": 256}
+
+
+def head_dim(encoder: str) -> int:
+    """Default predictor and joiner width for an encoder preset (512 for any other)."""
+    return HEAD_DIMS.get(encoder, 512)
+
+
 @dataclass
 class HeadConfig:
     model_type: str = "conditioned"

@@ -56,7 +56,7 @@ from zipformer_pc.checkpoint import (
 )
 from zipformer_pc.dataset import PCAsrDataset, Tokenizer
 from zipformer_pc.loss import LossConfig, resolve_backend
-from zipformer_pc.model import HeadConfig, Transducer, build_model, make_model_config
+from zipformer_pc.model import HeadConfig, Transducer, build_model, head_dim, make_model_config
 from zipformer_pc.modes import MODEL_TYPES
 from zipformer_pc.optim import Eden, make_optimizer
 from zipformer_pc.references import any_auto_punct
@@ -193,12 +193,11 @@ def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dic
     flags = (*ENCODER_FLAGS, "dropout", "feature_mask_prob", "convnext_hidden_ratio")
     overrides: Dict[str, Any] = {f: getattr(args, f) for f in flags if getattr(args, f) is not None}
     overrides["causal"] = args.causal
-    small = args.encoder == "tiny"
     head = HeadConfig(
         model_type=args.model_type,
         vocab_size=vocab_size,
-        decoder_dim=args.decoder_dim or (256 if small else 512),
-        joiner_dim=args.joiner_dim or (256 if small else 512),
+        decoder_dim=args.decoder_dim or head_dim(args.encoder),
+        joiner_dim=args.joiner_dim or head_dim(args.encoder),
         context_size=args.context_size,
         mode_dim=args.mode_dim,
         with_simple_proj=with_simple_proj,
