@@ -24,7 +24,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from zipformer_pc.modes import add_derived
 from zipformer_pc.runtime.audio import read_wav
 from zipformer_pc.runtime.endpoint import EndpointConfig
 from zipformer_pc.runtime.recognizer import StreamingRecognizer
@@ -110,8 +109,7 @@ def main(argv=None) -> None:
         segments = rec.recognize_segments(samples, rate, args.piece_seconds)
         wall += time.perf_counter() - t0
         audio_seconds += len(samples) / rate
-        modes_out = add_derived(rec.transducer_type, {m: "" for m in rec.search_modes})
-        res = {m: " ".join(seg.text[m] for seg in segments if seg.text.get(m)) for m in modes_out}
+        res = rec.transcript(segments)
         hyps[uid] = res
         if args.timestamps or args.endpoint:
             for seg in segments:

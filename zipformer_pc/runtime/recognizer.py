@@ -47,7 +47,7 @@ from zipformer_pc.features import knf_fbank_options, options_from_metadata
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
 from zipformer_pc.runtime.endpoint import EndpointConfig
 from zipformer_pc.runtime.stream import ModeState, Segment, Stream
-from zipformer_pc.runtime.timestamps import token_times, word_times
+from zipformer_pc.runtime.timestamps import TimedWord, is_mark, token_times, word_times
 
 BLANK_ID = 0
 
@@ -248,7 +248,7 @@ class StreamingRecognizer:
 
     def current_segment(self, s: Stream) -> Segment:
         """The segment being decoded (partial results), with timestamps."""
-        texts = add_derived(self.transducer_type, {m: self.text(h.tokens) for m, h in s.hyps.items()})
+        texts = self.get_result(s)
         words, toks = {}, {}
         for m, h in s.hyps.items():
             pieces = [self.tokens[i] for i in h.tokens]
@@ -265,10 +265,6 @@ class StreamingRecognizer:
         s.hyps = {m: self.initial_hyp(m) for m in self.search_modes}
         s.segment_start = s.frames_done
 
-    def _is_mark(self, token_id: int) -> bool:
-        piece = self.tokens[token_id].lstrip("\u2581")
-        return bool(piece) and not any(ch.isalnum() for ch in piece)
-
     def _reattach_leading_marks(self, s: Stream) -> None:
         """A mark emitted after an endpoint, before the new segment's first word,
         ends the previous segment: move it there (a segment's final mark is
@@ -279,7 +275,7 @@ class StreamingRecognizer:
         prev = s.segments[-1]
         for m, h in s.hyps.items():
             n = 0
-            while n < len(h.tokens) and self._is_mark(h.tokens[n]):
+            while n < len(h.tokens) and is_mark(self.tokens[h.tokens[n]]):
                 n += 1
             if n == 0 or m not in prev.text:
                 continue
@@ -287,10 +283,11 @@ class StreamingRecognizer:
             times = token_times(marks, h.frames[:n], self.frame_seconds)
             prev.text[m] += "".join(marks)
             prev.tokens.setdefault(m, []).extend(times)
+            end = (h.frames[n - 1] + 1) * self.frame_seconds
             if prev.words.get(m):
                 w = prev.words[m][-1]
-                prev.words[m][-1] = type(w)(w.word + "".join(marks), w.start, (h.frames[n - 1] + 1) * self.frame_seconds)
-            prev.end = max(prev.end, (h.frames[n - 1] + 1) * self.frame_seconds)
+                prev.words[m][-1] = TimedWord(w.word + "".join(marks), w.start, end)
+            prev.end = max(prev.end, end)
             del h.tokens[:n], h.frames[:n]
 
     def finish(self, s: Stream) -> List[Segment]:
@@ -348,6 +345,9 @@ class StreamingRecognizer:
     def recognize(self, samples: np.ndarray, sample_rate: int, piece_seconds: float = 0.0) -> Dict[str, str]:
         """Recognize one utterance, fed in pieces of ``piece_seconds`` (0: at once): the
         transcript per mode (segments joined by spaces when endpointing is on)."""
-        segments = self.recognize_segments(samples, sample_rate, piece_seconds)
+        return self.transcript(self.recognize_segments(samples, sample_rate, piece_seconds))
+
+    def transcript(self, segments: Sequence[Segment]) -> Dict[str, str]:
+        """The text of every output mode over ``segments``, joined by spaces ("" for none)."""
         modes = add_derived(self.transducer_type, {m: "" for m in self.search_modes})
         return {m: " ".join(seg.text[m] for seg in segments if seg.text.get(m)) for m in modes}

@@ -17,6 +17,12 @@ from typing import List, Sequence
 WORD_START = "\u2581"
 
 
+def is_mark(piece: str) -> bool:
+    """A piece that is punctuation only (after any word-start marker)."""
+    text = piece.lstrip(WORD_START)
+    return bool(text) and not any(ch.isalnum() for ch in text)
+
+
 @dataclass(frozen=True)
 class TimedToken:
     token: str
@@ -65,7 +71,7 @@ def word_times(pieces: Sequence[str], frames: Sequence[int], frame_seconds: floa
     for text, first, last in words:
         if not text:
             continue
-        if out and not any(ch.isalnum() for ch in text):  # marks alone belong to the word before
+        if out and is_mark(text):  # marks alone belong to the word before
             prev = out[-1]
             out[-1] = TimedWord(prev.word + text, prev.start, offset + (last + 1) * frame_seconds)
             continue
