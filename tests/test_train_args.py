@@ -27,3 +27,37 @@ def test_each_encoder_gets_its_own_defaults_and_the_command_line_wins():
     off, _ = parse("--encoder", "paper", "--spec-augment", "false")
     assert on.spec_augment is True and off.spec_augment is False
     assert set(TRAINING_DEFAULTS["tiny"]) == set(TRAINING_DEFAULTS["paper"])
+
+
+def test_a_resumed_run_takes_the_schedule_given_on_its_command_line_only():
+    import torch
+
+    from zipformer_pc.optim import Eden, make_optimizer
+    from zipformer_pc.train import resume_schedule
+
+    def scheduler_from(args):
+        opt = make_optimizer("scaled_adam", [torch.nn.Parameter(torch.ones(3))], lr=args.base_lr)
+        return Eden(opt, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches)
+
+    first, _ = parse("--encoder", "tiny")
+    saved = scheduler_from(first)
+    saved.step_batch(2000)
+    state = saved.state_dict()
+    lr_saved = saved.get_last_lr()[0]
+
+    # nothing given: the checkpoint's schedule holds
+    args, _ = parse("--encoder", "tiny")
+    s = scheduler_from(args)
+    s.load_state_dict(dict(state))
+    assert resume_schedule(s, args) == [] and s.get_last_lr()[0] == lr_saved
+
+    # --lr-batches given: the learning rate decays from here on, the batch count is kept
+    args, _ = parse("--encoder", "tiny", "--lr-batches", "1000", "--base-lr", "0.03")
+    s = scheduler_from(args)
+    s.load_state_dict(dict(state))
+    changes = resume_schedule(s, args)
+    assert changes == ["--base-lr 0.045 -> 0.03", "--lr-batches 7500 -> 1000"]
+    assert s.batch == 2000 and s.lr_batches == 1000
+    expected = 0.03 * (1 + 2.0 ** 2) ** -0.25 * (1 + (s.epoch / s.lr_epochs) ** 2) ** -0.25
+    assert abs(s.get_last_lr()[0] - expected) < 1e-12 and s.get_last_lr()[0] < lr_saved
+    assert s.optimizer.param_groups[0]["base_lr"] == 0.03

@@ -40,7 +40,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -128,7 +128,9 @@ def get_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("optimization")
     g.add_argument("--optimizer", choices=["scaled_adam", "adamw"], default="scaled_adam")
-    g.add_argument("--base-lr", type=float, default=None, help="[per encoder]")
+    g.add_argument("--base-lr", type=float, default=None,
+                   help="[per encoder]; on resumption, --base-lr, --lr-batches and --lr-epochs given on the command "
+                        "line replace the checkpoint's (e.g. to start decaying a long run)")
     g.add_argument("--lr-batches", type=float, default=None, help="Eden's batch decay constant [per encoder]")
     g.add_argument("--lr-epochs", type=float, default=None, help="Eden's epoch decay constant [per encoder]")
     g.add_argument("--warmup-batches", type=float, default=None, help="Linear LR warm-up [per encoder]")
@@ -181,6 +183,34 @@ def apply_training_defaults(args) -> Dict[str, Any]:
             setattr(args, k, v)
             filled[k] = v
     return filled
+
+
+SCHEDULE_OPTIONS = ("base_lr", "lr_batches", "lr_epochs")
+
+
+def resume_schedule(scheduler: Eden, args) -> List[str]:
+    """On resumption the checkpoint's schedule holds, except for the options of
+    ``SCHEDULE_OPTIONS`` given on this command line (not filled from the
+    defaults): those replace the checkpoint's values, so a long run can start
+    decaying its learning rate when its validation loss stops improving.
+    Returns the changes as ``"option old -> new"`` strings."""
+    given = [k for k in SCHEDULE_OPTIONS if k not in getattr(args, "defaults_filled", {})]
+    changes = []
+    for k in given:
+        new = float(getattr(args, k))
+        if k == "base_lr":
+            old = scheduler.base_lrs[0]
+            if old != new:
+                scheduler.base_lrs = [new for _ in scheduler.base_lrs]
+                for group in scheduler.optimizer.param_groups:
+                    group["base_lr"] = new
+        else:
+            old = getattr(scheduler, k)
+            setattr(scheduler, k, new)
+        if old != new:
+            changes.append(f"--{k.replace('_', '-')} {old:g} -> {new:g}")
+    scheduler.step_batch(scheduler.batch)
+    return changes
 
 
 def fix_random_seed(seed: int) -> None:
@@ -321,6 +351,8 @@ def run(rank: int, world_size: int, args) -> None:
     if ckpt is not None:
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
+        for change in resume_schedule(scheduler, args):
+            logging.info(f"Resuming with a new schedule: {change}")
         if ckpt.get("grad_scaler"):
             scaler.load_state_dict(ckpt["grad_scaler"])
 
