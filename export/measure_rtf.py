@@ -42,6 +42,13 @@ N output is its P output normalized.
 
 Prints a markdown table and writes it with ``--output-md``; ``--output-json``
 gets ``{"rows": [...]}`` with every figure (``local/make_results.py`` reads it).
+
+``--latency true`` adds a second table (and ``"latency_rows"`` in the JSON):
+for every system that is not a cascade, at the first ``--num-threads`` and
+``--int8`` value, how late words and punctuation marks are shown and how
+often shown words are revised, per mode (``zipformer_pc.runtime.latency``
+defines the figures).  Compare chunk sizes by giving one export per chunk
+size as separate systems.
 """
 
 import argparse
@@ -61,6 +68,9 @@ from zipformer_pc.runtime import StreamingRecognizer, find_model_files
 from zipformer_pc.utils import str2bool
 
 METRICS = ("wer", "punc_er", "case_er", "pc_wer")
+LATENCY_COLUMNS = ("system", "chunk ms", "mode", "words", "word delay ms (mean / p50 / p90)",
+                   "+ compute (p90)", "marks", "mark delay ms (mean / p90)", "extensions / word",
+                   "revisions / word")
 MD_COLUMNS = ("system", "model type", "threads", "precision", "RTF", "both/single", "WER", "PuncER", "CaseER",
               "PC-WER")
 
@@ -286,6 +296,34 @@ def run_config(system: System, files: Dict[str, Path], threads: int, int8: bool,
     return row
 
 
+def run_latency(system: System, files: Dict[str, Path], threads: int, utts: Sequence[Utterance],
+                args: argparse.Namespace) -> List[Dict[str, object]]:
+    """Latency and stability rows (one per searched mode) of one system."""
+    from zipformer_pc.runtime.latency import analyse, summarize, trace
+
+    rec = StreamingRecognizer(files, num_threads=threads)
+    chunk_ms = rec.decode_chunk_len * 1000 * rec.frame_shift / rec.sample_rate
+    logging.info("%s: latency and stability over %d utterances (chunk %.0f ms, pieces of %.2f s)", system.name,
+                 len(utts), chunk_ms, args.piece_seconds)
+    trace(rec, utts[0].samples, utts[0].rate, args.piece_seconds)  # warm-up
+    summary = summarize([analyse(trace(rec, u.samples, u.rate, args.piece_seconds)) for u in utts])
+    return [dict(system=system.name, chunk_ms=chunk_ms, mode=m, num_threads=threads, **fig)
+            for m, fig in summary.items()]
+
+
+def latency_table(rows: Sequence[Dict[str, object]]) -> str:
+    lines = ["| " + " | ".join(LATENCY_COLUMNS) + " |", "|" + "---|" * len(LATENCY_COLUMNS)]
+    for r in rows:
+        marks = int(r["marks"])  # type: ignore[arg-type]
+        cells = [str(r["system"]), f"{r['chunk_ms']:.0f}", str(r["mode"]), str(r["words"]),
+                 " / ".join(f"{r[f'delays_{q}_ms']:.0f}" for q in ("mean", "p50", "p90")),
+                 f"{r['delays_rt_p90_ms']:.0f}", str(marks),
+                 " / ".join(f"{r[f'mark_delays_{q}_ms']:.0f}" for q in ("mean", "p90")) if marks else "-",
+                 f"{r['extensions_per_word']:.3f}", f"{r['revisions_per_word']:.3f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _fmt(x: Optional[float], digits: int = 2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
@@ -315,7 +353,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--piece-seconds", type=float, default=0.1, help="audio per accept_waveform call [0.1]")
     p.add_argument("--warmup", type=int, default=1, help="untimed decodes of the first utterance per run [1]")
     p.add_argument("--log-interval", type=int, default=25, help="log every this many utterances [25]")
-    p.add_argument("--output-md", type=Path, default=None, help="write the markdown table here")
+    p.add_argument("--latency", type=str2bool, default=False,
+                   help="also measure how late words and marks are shown and how often they are revised [false]")
+    p.add_argument("--output-md", type=Path, default=None, help="write the markdown table(s) here")
     p.add_argument("--output-json", type=Path, default=None, help="write every figure here")
     return p
 
@@ -343,6 +383,14 @@ def main(argv=None) -> List[Dict[str, object]]:
             for int8 in precisions:
                 rows.append(run_config(s, files[(s.name, int8)], t, int8, utts, args))
     table = markdown_table(rows)
+    latency_rows: List[Dict[str, object]] = []
+    if args.latency:
+        for s in systems:
+            if s.cascade:
+                logging.info("%s: a cascade; latency is measured on transducer outputs only", s.name)
+                continue
+            latency_rows += run_latency(s, files[(s.name, precisions[0])], threads[0], utts, args)
+        table += "\n\n" + latency_table(latency_rows)
     print(table, flush=True)
     if args.output_md:
         args.output_md.parent.mkdir(parents=True, exist_ok=True)
@@ -352,7 +400,7 @@ def main(argv=None) -> List[Dict[str, object]]:
         args.output_json.parent.mkdir(parents=True, exist_ok=True)
         info = {"cuts": str(args.cuts), "num_utts": len(utts), "audio_seconds": total,
                 "piece_seconds": args.piece_seconds, "modes": args.modes, "single_mode": args.single_mode,
-                "rows": rows}
+                "rows": rows, "latency_rows": latency_rows}
         args.output_json.write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
         logging.info("Wrote %s", args.output_json)
     return rows

@@ -1,0 +1,112 @@
+"""Latency and stability of streaming output (zipformer_pc.runtime.latency)."""
+
+import numpy as np
+import pytest
+
+from zipformer_pc.runtime.latency import Snapshot, Trace, analyse, strip_marks, summarize, trace
+
+
+def test_strip_marks_keeps_inner_and_leading_characters():
+    assert [strip_marks(w) for w in ("Hello,", "Mr.", "don't", "'tis?!", "yes", "...")] == \
+        ["Hello", "Mr", "don't", "'tis", "yes", ""]
+
+
+def test_delays_and_revisions_of_a_scripted_display():
+    # P display over time (audio fed, compute): "Hel" grows to "Hello", its comma
+    # comes one snapshot later, "world." is complete at the end
+    snaps = [
+        Snapshot(0.7, 0.05, {"P": ["Hel"]}),
+        Snapshot(1.4, 0.05, {"P": ["Hello"]}),
+        Snapshot(2.1, 0.10, {"P": ["Hello,", "world"]}),
+        Snapshot(2.5, 0.02, {"P": ["Hello,", "world."]}),
+    ]
+    tr = Trace(2.5, snaps, {"P": ["Hello,", "world."]}, {"P": [1.0, 2.0]})
+    a = analyse(tr)["P"]
+    assert a["words"] == 2
+    # "Hello" is final from 1.4 s (end 1.0 s); "world" from 2.1 s (end 2.0 s)
+    assert a["delays"] == pytest.approx([0.4, 0.1])
+    assert a["delays_rt"] == pytest.approx([0.45, 0.2])
+    # the comma is shown at 2.1 s, the full stop at 2.5 s
+    assert a["mark_delays"] == pytest.approx([1.1, 0.5])
+    # "Hel" -> "Hello" is an extension, not a revision; attaching marks is neither
+    assert (a["extensions"], a["revisions"], a["mark_revisions"]) == (1, 0, 0)
+    pooled = summarize([{"P": a}, {"P": a}])["P"]
+    assert pooled["words"] == 4 and pooled["marks"] == 4
+    assert pooled["extensions_per_word"] == pytest.approx(0.5) and pooled["revisions_per_word"] == 0.0
+    assert pooled["delays_mean_ms"] == pytest.approx(250.0)
+
+
+def test_a_mark_that_changes_after_it_is_shown_counts_as_a_mark_revision():
+    snaps = [Snapshot(1.0, 0.0, {"P": ["Yes,"]}), Snapshot(2.0, 0.0, {"P": ["Yes."]}),
+             Snapshot(2.5, 0.0, {"P": ["yes."]})]
+    a = analyse(Trace(2.5, snaps, {"P": ["yes."]}, {"P": [0.5]}))["P"]
+    assert (a["extensions"], a["revisions"], a["mark_revisions"]) == (0, 1, 1)
+    assert a["delays"] == pytest.approx([2.0]) and a["mark_delays"] == pytest.approx([2.0])
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """A random tiny conditioned model (chunks of 16 frames) and its vocabulary."""
+    import torch
+
+    from zipformer_pc.model import HeadConfig, build_model, make_model_config
+    from zipformer_pc.onnx_export import export_model
+
+    tmp = tmp_path_factory.mktemp("latency_model")
+    pieces = ["<blk>", "<sos/eos>", "<unk>", ",", ".", "\u2581She", "\u2581she", "\u2581read", "s", "\u2581it"]
+    tokens = tmp / "tokens.txt"
+    tokens.write_text("".join(f"{t} {i}\n" for i, t in enumerate(pieces)))
+    torch.manual_seed(3)
+    head = HeadConfig(model_type="conditioned", vocab_size=len(pieces), decoder_dim=32, joiner_dim=32)
+    export_model(build_model(make_model_config("tiny", {}, head)).eval(), tmp / "onnx", tokens, 16, 64)
+    return tmp / "onnx", pieces
+
+
+# what the search emits, per mode: {encoder frame: piece}; the real encoder runs
+SCRIPT = {"P": {3: "\u2581She", 10: "\u2581read", 17: "s", 20: ",", 25: "\u2581it", 40: "."},
+          "N": {3: "\u2581she", 10: "\u2581read", 17: "s", 25: "\u2581it"}}
+
+
+def test_the_trace_of_a_streaming_recognizer_times_words_and_marks_by_their_chunks(exported):
+    from zipformer_pc.runtime import StreamingRecognizer
+
+    model_dir, pieces = exported
+    rec = StreamingRecognizer.from_dir(model_dir)
+
+    def scripted(mode, enc, hyp, frame0):
+        last = -1
+        for f in range(frame0, frame0 + enc.shape[0]):
+            if f in SCRIPT[mode]:
+                hyp.tokens.append(pieces.index(SCRIPT[mode][f]))
+                hyp.frames.append(f)
+                last = f
+        return last
+
+    rec._greedy = scripted
+    rate, piece = 16000, 0.1
+    audio = (0.1 * np.random.default_rng(0).standard_normal(int(2.3 * rate))).astype(np.float32)
+    tr = trace(rec, audio, rate, piece)
+    assert tr.final_words == {"P": ["She", "reads,", "it."], "N": ["she", "reads", "it"]}
+    fs = rec.frame_seconds
+    assert tr.word_ends["P"] == pytest.approx([4 * fs, 18 * fs, 26 * fs])
+    assert tr.word_ends["N"] == pytest.approx(tr.word_ends["P"])
+    a = analyse(tr)
+    chunk_frames = rec.decode_chunk_len // 4
+    right = (rec.T - rec.decode_chunk_len) * rec.frame_shift / rate
+
+    def shown_bounds(frame):
+        """Audio fed when the chunk holding ``frame`` can run: its end plus the right context."""
+        end = (frame // chunk_frames + 1) * chunk_frames * fs
+        return end, end + right + piece + 0.03
+
+    for m in ("P", "N"):
+        assert (a[m]["words"], a[m]["extensions"], a[m]["revisions"], a[m]["mark_revisions"]) == (3, 1, 0, 0), m
+        for d, end, last in zip(a[m]["delays"], tr.word_ends[m], (3, 17, 25)):
+            lo, hi = shown_bounds(last)
+            assert lo <= d + end <= hi, (m, last, d + end, lo, hi)
+        assert all(rt >= d for rt, d in zip(a[m]["delays_rt"], a[m]["delays"]))
+    # the comma comes 2 frames after "reads" ends but in the same chunk; the full stop in a later chunk
+    assert len(a["P"]["mark_delays"]) == 2 and a["N"]["mark_delays"] == []
+    assert a["P"]["mark_delays"][0] == pytest.approx(a["P"]["delays"][1])
+    lo, hi = shown_bounds(40)
+    assert lo <= a["P"]["mark_delays"][1] + 26 * fs <= hi
