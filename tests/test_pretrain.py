@@ -46,3 +46,15 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Reached --max-minutes" in again.stderr
+    # on a new machine (an empty experiment dir) training continues from the shipped weights
+    exp2 = tmp_path / "exp2"
+    assert cmd[12] == "--save-minutes"
+    fresh = subprocess.run(cmd[:2] + ["--stage", "1", "--stop-stage", "2", "--data-dir", str(tiny_corpus.parent),
+                                      "--exp-dir", str(exp2), "--norm-minutes", "0.02", "--cond-minutes", "0.02"]
+                           + cmd[12:],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
+    for name in ("norm", "conditioned"):
+        log = "".join(p.read_text() for p in (exp2 / name / "log").glob("log-train-*"))
+        assert "Initialised" in log and f"{out / name}.pt" in log, (name, log[-2000:])
+        assert "starting from the shipped" in fresh.stdout + fresh.stderr

@@ -94,17 +94,32 @@ train() {
     --valid-interval 1000000000 --num-threads "$threads" --seed "$seed" "${resume[@]}" "$@" $train_opts
 }
 
+# On a new machine (no checkpoint of our own yet) training continues from the
+# committed weights of $out_dir when they exist: a fresh optimizer and schedule
+# on the shipped averaged weights.
+shipped_init() {
+  local name=$1
+  if [ -z "$(newest "$exp_dir/$name")" ] && [ -f "$out_dir/$name.pt" ]; then
+    log "No checkpoint in $exp_dir/$name: starting from the shipped $out_dir/$name.pt" >&2
+    echo --init-from "$out_dir/$name.pt" --init-modules "$all_modules"
+  fi
+}
+all_modules=encoder,decoders,joiners,simple_am_proj,simple_lm_proj,ctc_output
+
 if run_this 1; then
-  train norm norm "$norm_minutes"
+  # shellcheck disable=SC2046
+  train norm norm "$norm_minutes" $(shipped_init norm)
 fi
 
 if run_this 2; then
-  nb=$(newest "$exp_dir/norm")
-  [ -n "$nb" ] || die "the norm model has no checkpoint: run stage 1 first"
-  init=()
-  # the first call starts from the norm model; later calls resume their own checkpoints
-  [ -z "$(newest "$exp_dir/conditioned")" ] && init=(--init-from "$exp_dir/norm/checkpoint-$nb.pt" \
-    --init-modules encoder,decoders,joiners,simple_am_proj,simple_lm_proj,ctc_output)
+  # the first call starts from the shipped conditioned model if there is one,
+  # else from the norm model; later calls resume their own checkpoints
+  read -r -a init <<< "$(shipped_init conditioned)"
+  if [ ${#init[@]} -eq 0 ] && [ -z "$(newest "$exp_dir/conditioned")" ]; then
+    nb=$(newest "$exp_dir/norm")
+    [ -n "$nb" ] || die "the norm model has no checkpoint: run stage 1 first"
+    init=(--init-from "$exp_dir/norm/checkpoint-$nb.pt" --init-modules "$all_modules")
+  fi
   train conditioned conditioned "$cond_minutes" "${init[@]}"
 fi
 
