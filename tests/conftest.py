@@ -44,3 +44,57 @@ def trained_tiny_model(tiny_corpus, tmp_path_factory):
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stderr[-4000:]
     return exp_dir, TRAINED_EPOCHS
+
+
+
+def benchmark_module(name: str):
+    """A script of benchmarks/ imported as a module (no sys.path change)."""
+    import importlib.util
+    import sys
+
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+def emitting_export(out: Path, model_type: str = "conditioned") -> Path:
+    """A tiny random model whose joiners are re-weighted to emit on ~30% of the frames of
+    speech-like audio (benchmarks/sherpa_vs_ours.py), exported fp32 + int8 into ``out``."""
+    import torch
+
+    from zipformer_pc.model import HeadConfig, build_model, make_model_config
+    from zipformer_pc.onnx_export import export_model
+
+    svo = benchmark_module("sherpa_vs_ours")
+    out.mkdir(parents=True, exist_ok=True)
+    svo.write_tokens(out / "tokens.in.txt", 67)
+    torch.manual_seed(0)
+    head = HeadConfig(model_type=model_type, vocab_size=67, decoder_dim=64, joiner_dim=64, mode_dim=8)
+    model = build_model(make_model_config("tiny", {}, head)).eval()
+    svo.emit_like_a_trained_model(model, svo.synthetic_utterance(3.0, seed=0), fraction=0.3)
+    export_model(model, out, out / "tokens.in.txt", 32, 64, int8=True)
+    (out / "tokens.in.txt").unlink()
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx_model(tmp_path_factory) -> Path:
+    """A directory with a tiny exported ``conditioned`` model (fp32 and int8) that emits
+    tokens on speech-like audio (random weights: the text is gibberish, but deterministic)."""
+    return emitting_export(tmp_path_factory.mktemp("tiny_onnx") / "onnx")
+
+
+def speech_like(seconds: float, seed: int, rate: int = 16000):
+    """benchmarks/sherpa_vs_ours.py's synthetic utterance (float32), resampled to ``rate``."""
+    import numpy as np
+
+    from zipformer_pc.runtime.audio import Resampler
+
+    x = benchmark_module("sherpa_vs_ours").synthetic_utterance(seconds, seed)
+    if rate != 16000:
+        r = Resampler(16000, rate)
+        x = np.concatenate([r.process(x), r.flush()]).astype(np.float32)
+    return x
