@@ -1,6 +1,13 @@
 """Shared fixtures: the tiny synthetic corpus, built once per test session."""
 
+import json
+import os
+import signal
+import socket
 import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -46,11 +53,9 @@ def trained_tiny_model(tiny_corpus, tmp_path_factory):
     return exp_dir, TRAINED_EPOCHS
 
 
-
 def benchmark_module(name: str):
     """A script of benchmarks/ imported as a module (no sys.path change)."""
     import importlib.util
-    import sys
 
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
@@ -98,3 +103,73 @@ def speech_like(seconds: float, seed: int, rate: int = 16000):
         r = Resampler(16000, rate)
         x = np.concatenate([r.process(x), r.flush()]).astype(np.float32)
     return x
+
+
+# ---------------------------------------------------------------------------
+# the WebSocket server (zipformer_pc.server) as a process, for tests/test_server*.py
+
+RULE2 = 0.5  # seconds of silence after speech that end a segment (the servers started below)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stats(port: int, gc: bool = False) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats" + ("?gc=1" if gc else ""), timeout=10) as r:
+        return json.loads(r.read())
+
+
+class ServerProcess:
+    def __init__(self, model_dir: Path, *extra: str) -> None:
+        self.port = _free_port()
+        self.log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"zpc-server-{self.port}.log", "w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "zipformer_pc.server", "--model-dir", str(model_dir), "--host", "127.0.0.1",
+             "--port", str(self.port), "--rule2-min-trailing-silence", str(RULE2), *extra],
+            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while True:
+            try:
+                self.baseline = _stats(self.port)
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"the server did not start:\n{self.output()}")
+                time.sleep(0.3)
+        self.url = f"ws://127.0.0.1:{self.port}/ws"
+
+    def output(self) -> str:
+        if self.log.closed:
+            return self.text
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stats(self, gc: bool = False) -> dict:
+        return _stats(self.port, gc)
+
+    def wait_idle(self, timeout: float = 20.0) -> dict:
+        """Stats once every connection and stream is gone (the stream objects garbage-collected)."""
+        deadline = time.time() + timeout
+        while True:
+            s = self.stats(gc=True)
+            if s["connections"] == 0 and s["streams"] == 0 and s["live_stream_objects"] == 0:
+                return s
+            if time.time() > deadline:
+                raise AssertionError(f"the server did not return to idle: {s}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if not self.log.closed:
+            self.text = self.output()
+            self.log.close()

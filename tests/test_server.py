@@ -8,15 +8,13 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import speech_like
+from conftest import RULE2, ServerProcess, speech_like
 
 aiohttp = pytest.importorskip("aiohttp", reason="the server needs aiohttp (bash local/setup_env.sh installs it)")
 
@@ -26,72 +24,7 @@ from zipformer_pc.server.app import Decoder  # noqa: E402
 from zipformer_pc.server.client import stream_audio  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-RULE2 = 0.5  # seconds of silence after speech that end a segment (the server's option below)
 MAX_CONNECTIONS, MAX_BYTES, IDLE = 4, 64000, 3.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stats(port: int, gc: bool = False) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats" + ("?gc=1" if gc else ""), timeout=10) as r:
-        return json.loads(r.read())
-
-
-class ServerProcess:
-    def __init__(self, model_dir: Path, *extra: str) -> None:
-        self.port = _free_port()
-        self.log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"zpc-server-{self.port}.log", "w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "zipformer_pc.server", "--model-dir", str(model_dir), "--host", "127.0.0.1",
-             "--port", str(self.port), "--rule2-min-trailing-silence", str(RULE2), *extra],
-            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 120
-        while True:
-            try:
-                self.baseline = _stats(self.port)
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"the server did not start:\n{self.output()}")
-                time.sleep(0.3)
-        self.url = f"ws://127.0.0.1:{self.port}/ws"
-
-    def output(self) -> str:
-        if self.log.closed:
-            return self.text
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
-    def stats(self, gc: bool = False) -> dict:
-        return _stats(self.port, gc)
-
-    def wait_idle(self, timeout: float = 20.0) -> dict:
-        """Stats once every connection and stream is gone (the stream objects garbage-collected)."""
-        deadline = time.time() + timeout
-        while True:
-            s = self.stats(gc=True)
-            if s["connections"] == 0 and s["streams"] == 0 and s["live_stream_objects"] == 0:
-                return s
-            if time.time() > deadline:
-                raise AssertionError(f"the server did not return to idle: {s}")
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if not self.log.closed:
-            self.text = self.output()
-            self.log.close()
 
 
 @pytest.fixture(scope="module")

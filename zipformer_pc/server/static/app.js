@@ -10,7 +10,7 @@ const zpc = window.zpc = {
   partial: null,      // the last partial message
   sampleRate: 0,      // the rate the page sends (the AudioContext's)
   samplesSent: 0,
-  sent: params.get("keep") === "1" ? [] : null,  // copies of what was sent (tests)
+  sent: params.get("keep") === "1" ? [] : null,  // with ?keep=1: copies of every block sent (tests)
   error: null,
 };
 
@@ -80,7 +80,7 @@ function send(block) {
   }
   ws.send(x.buffer.byteLength === x.length * 4 ? x.buffer : x.slice().buffer);
   zpc.samplesSent += x.length;
-  if (zpc.sent) zpc.sent.push(Array.from(x));
+  if (zpc.sent) zpc.sent.push(x.slice());
   if (limitSeconds > 0 && zpc.samplesSent >= Math.round(limitSeconds * zpc.sampleRate)) stop();
 }
 
