@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import RULE2, ServerProcess, speech_like
+from conftest import RULE2, ServerProcess, benchmark_module, speech_like
 
 aiohttp = pytest.importorskip("aiohttp", reason="the server needs aiohttp (bash local/setup_env.sh installs it)")
 
@@ -304,3 +304,14 @@ def test_sigterm_finishes_open_streams_then_exits(tiny_onnx_model, offline):
         assert close_code == 1001 and msgs[-1]["type"] == "done", (close_code, msgs[-1:])
         assert [_comparable(m) for m in msgs if m["type"] == "final"] == offline(x, rate)
     assert "finishing 2 open stream(s)" in srv.output()
+
+
+@pytest.mark.slow
+def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, capsys):
+    benchmark_module("sherpa_vs_ours")  # server_load imports it as its neighbour
+    server_load = benchmark_module("server_load")
+    status = server_load.main(["--model-dir", str(tiny_onnx_model), "--streams", "1,3", "--seconds", "3",
+                               "--speed", "0"])
+    out = capsys.readouterr().out
+    rows = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("1", "3")]
+    assert status == 0 and [r[-1] for r in rows] == ["1/1", "3/3"], out
