@@ -315,3 +315,22 @@ def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, capsys):
     out = capsys.readouterr().out
     rows = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("1", "3")]
     assert status == 0 and [r[-1] for r in rows] == ["1/1", "3/3"], out
+
+
+def test_the_readme_server_commands_parse(tmp_path):
+    """The README's server section: every command's options exist (local/check_args.py)."""
+    import re
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Streaming server and microphone page", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1)
+    commands = [ln for ln in block.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert len(commands) == 3 and {c.split()[2] for c in commands[:2]} == {"zipformer_pc.server",
+                                                                           "zipformer_pc.server.client"}
+    cmds = tmp_path / "cmds.txt"
+    cmds.write_text("\n".join(commands) + "\n")
+    r = subprocess.run([sys.executable, "local/check_args.py", "--commands-file", str(cmds)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
