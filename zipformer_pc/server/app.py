@@ -418,6 +418,9 @@ class Server:
 
     def _text(self, sess: Session, data: str) -> bool:
         """A control message; True when it ends the stream."""
+        if len(data) > self.cfg.max_message_bytes:
+            raise ProtocolError("message_too_big", f"a text message of {len(data)} characters, more than the limit "
+                                f"of {self.cfg.max_message_bytes}", CLOSE_TOO_BIG)
         if data.strip() == "done":
             self.decoder.end(sess)
             return True
