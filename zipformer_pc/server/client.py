@@ -48,10 +48,12 @@ class StreamResult:
     done: Optional[dict] = None
     errors: List[dict] = field(default_factory=list)
     close_code: Optional[int] = None
+    seconds_sent: float = 0.0
+    cut_short: bool = False  # the server finished the stream before the client's end (its shutdown)
 
     @property
     def ok(self) -> bool:
-        return self.done is not None and not any(e.get("fatal", True) for e in self.errors)
+        return self.done is not None and not self.cut_short and not any(e.get("fatal", True) for e in self.errors)
 
     def transcript(self) -> Dict[str, str]:
         """The finals' text per mode, joined by spaces (as the runtime's ``transcript``)."""
@@ -123,6 +125,8 @@ async def stream_audio(http, url: str, samples: np.ndarray, rate: int, name: str
                     res.done = m
                     if t_end:
                         res.end_latency = now - t_end[0]
+                    else:
+                        res.cut_short = True
                 elif kind == "error":
                     res.errors.append(m)
         finally:
@@ -133,6 +137,7 @@ async def stream_audio(http, url: str, samples: np.ndarray, rate: int, name: str
             except (asyncio.CancelledError, ConnectionError, RuntimeError):
                 pass
     res.close_code = ws.close_code
+    res.seconds_sent = sent[-1][0] if sent else 0.0
     return res
 
 
@@ -226,7 +231,11 @@ def main(argv=None) -> int:
                     f.write(json.dumps({"id": r.name, **m}, ensure_ascii=False) + "\n")
     failed = [r for r in results if not r.ok]
     for r in failed:
-        print(f"{r.name}: failed: {r.errors or 'no done message'} (close code {r.close_code})", file=sys.stderr)
+        if r.cut_short:
+            why = f"cut short by the server after {r.seconds_sent:.1f} of {r.audio_seconds:.1f} s"
+        else:
+            why = f"failed: {r.errors or 'no done message'}"
+        print(f"{r.name}: {why} (close code {r.close_code})", file=sys.stderr)
     audio = sum(r.audio_seconds for r in results)
     print(f"{len(results) - len(failed)}/{len(results)} streams done, {audio:.1f} s of audio in {wall:.1f} s "
           f"over {args.connections} connection(s)")
