@@ -56,7 +56,8 @@ def _best_match(signal: np.ndarray, template: np.ndarray) -> float:
     """The highest normalized correlation of ``template`` with any stretch of ``signal``."""
     n = len(signal) + len(template)
     size = 1 << (n - 1).bit_length()
-    corr = np.fft.irfft(np.fft.rfft(signal, size) * np.conj(np.fft.rfft(template, size)), size)[: len(signal) - len(template) + 1]
+    corr = np.fft.irfft(np.fft.rfft(signal, size) * np.conj(np.fft.rfft(template, size)), size)
+    corr = corr[: len(signal) - len(template) + 1]
     energy = np.concatenate([[0.0], np.cumsum(signal.astype(np.float64) ** 2)])
     window = np.sqrt(np.maximum(energy[len(template):] - energy[: -len(template)], 1e-12))
     return float((corr / (window * np.linalg.norm(template))).max())
