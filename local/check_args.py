@@ -119,16 +119,20 @@ def resolve_path(target: str) -> Path:
     raise Missing(f"{target} does not exist")
 
 
-def module_file(name: str) -> Path:
+def module_file(name: str) -> Tuple[str, Path]:
+    """The module ``python -m name`` runs (a package's ``__main__``) and its source file."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     try:
         spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            name += ".__main__"
+            spec = importlib.util.find_spec(name)
     except (ImportError, ValueError) as e:
         raise Missing(f"module {name} cannot be found ({e})") from None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         raise Missing(f"module {name} cannot be found")
-    return Path(spec.origin)
+    return name, Path(spec.origin)
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
@@ -194,10 +198,10 @@ def load_parser(target: str) -> argparse.ArgumentParser:
             sys.modules.pop(mod_name, None)
             raise CannotCheck(f"{target}: importing it failed: {type(e).__name__}: {e}") from None
     else:
-        path = module_file(target)
+        name, path = module_file(target)
         inspect_source(path, target)
         try:
-            module = importlib.import_module(target)
+            module = importlib.import_module(name)
         except (Exception, SystemExit) as e:
             raise CannotCheck(f"{target}: importing it failed: {type(e).__name__}: {e}") from None
     try:

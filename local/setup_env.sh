@@ -2,7 +2,9 @@
 # Create (or reuse) the project's virtual environment and install everything
 # the recipe needs: Debian packages (TTS voices, sox, the Jane Austen texts)
 # and Python packages (torch, torchaudio, lhotse, sentencepiece, onnx,
-# onnxruntime, kaldi-native-fbank, kaldialign, sherpa-onnx, ...).
+# onnxruntime, kaldi-native-fbank, kaldialign, sherpa-onnx, aiohttp, ...).
+# As root (or with sudo) it also installs chromium and chromium-driver for the
+# web page's end-to-end test (tests/test_server_web.py), which skips without them.
 #
 # Usage:
 #   bash local/setup_env.sh            # idempotent; ~1 s when nothing changed
@@ -23,12 +25,14 @@ VENV=${ZPC_VENV:-$ROOT/.venv}
 PYTHON=${PYTHON:-python3}
 TORCH_SPEC=${ZPC_TORCH_SPEC:-"torch==2.14.1 torchaudio==2.11.0"}
 APT_PACKAGES=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k sox r-cran-janeaustenr r-cran-tokenizers)
+# optional: only the browser test needs them (installed when root or sudo is available)
+BROWSER_PACKAGES=(chromium chromium-driver)
 
 with_apt=true
 for arg in "$@"; do
   case "$arg" in
     --no-apt) with_apt=false ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "setup_env.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -41,6 +45,15 @@ if $with_apt && command -v dpkg-query >/dev/null 2>&1; then
   for p in "${APT_PACKAGES[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
       missing+=("$p")
+    fi
+  done
+  for p in "${BROWSER_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      if [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; then
+        missing+=("$p")
+      else
+        log "Not installing $p (needs root): the web page's browser test will be skipped"
+      fi
     fi
   done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -84,7 +97,7 @@ else
 import importlib
 mods = ["torch", "torchaudio", "lhotse", "sentencepiece", "onnx", "onnxruntime",
         "kaldi_native_fbank", "kaldialign", "sherpa_onnx", "tensorboard", "tqdm",
-        "matplotlib", "rdata", "pytest", "hypothesis", "zipformer_pc"]
+        "matplotlib", "rdata", "aiohttp", "pytest", "hypothesis", "selenium", "zipformer_pc"]
 bad = []
 for m in mods:
     try:

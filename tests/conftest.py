@@ -1,6 +1,13 @@
 """Shared fixtures: the tiny synthetic corpus, built once per test session."""
 
+import json
+import os
+import signal
+import socket
 import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -44,3 +51,125 @@ def trained_tiny_model(tiny_corpus, tmp_path_factory):
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stderr[-4000:]
     return exp_dir, TRAINED_EPOCHS
+
+
+def benchmark_module(name: str):
+    """A script of benchmarks/ imported as a module (no sys.path change)."""
+    import importlib.util
+
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+def emitting_export(out: Path, model_type: str = "conditioned") -> Path:
+    """A tiny random model whose joiners are re-weighted to emit on ~30% of the frames of
+    speech-like audio (benchmarks/sherpa_vs_ours.py), exported fp32 + int8 into ``out``."""
+    import torch
+
+    from zipformer_pc.model import HeadConfig, build_model, make_model_config
+    from zipformer_pc.onnx_export import export_model
+
+    svo = benchmark_module("sherpa_vs_ours")
+    out.mkdir(parents=True, exist_ok=True)
+    svo.write_tokens(out / "tokens.in.txt", 67)
+    torch.manual_seed(0)
+    head = HeadConfig(model_type=model_type, vocab_size=67, decoder_dim=64, joiner_dim=64, mode_dim=8)
+    model = build_model(make_model_config("tiny", {}, head)).eval()
+    svo.emit_like_a_trained_model(model, svo.synthetic_utterance(3.0, seed=0), fraction=0.3)
+    export_model(model, out, out / "tokens.in.txt", 32, 64, int8=True)
+    (out / "tokens.in.txt").unlink()
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx_model(tmp_path_factory) -> Path:
+    """A directory with a tiny exported ``conditioned`` model (fp32 and int8) that emits
+    tokens on speech-like audio (random weights: the text is gibberish, but deterministic)."""
+    return emitting_export(tmp_path_factory.mktemp("tiny_onnx") / "onnx")
+
+
+def speech_like(seconds: float, seed: int, rate: int = 16000):
+    """benchmarks/sherpa_vs_ours.py's synthetic utterance (float32), resampled to ``rate``."""
+    import numpy as np
+
+    from zipformer_pc.runtime.audio import Resampler
+
+    x = benchmark_module("sherpa_vs_ours").synthetic_utterance(seconds, seed)
+    if rate != 16000:
+        r = Resampler(16000, rate)
+        x = np.concatenate([r.process(x), r.flush()]).astype(np.float32)
+    return x
+
+
+# ---------------------------------------------------------------------------
+# the WebSocket server (zipformer_pc.server) as a process, for tests/test_server*.py
+
+RULE2 = 0.5  # seconds of silence after speech that end a segment (the servers started below)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stats(port: int, gc: bool = False) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats" + ("?gc=1" if gc else ""), timeout=10) as r:
+        return json.loads(r.read())
+
+
+class ServerProcess:
+    def __init__(self, model_dir: Path, *extra: str) -> None:
+        self.port = _free_port()
+        self.log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"zpc-server-{self.port}.log", "w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "zipformer_pc.server", "--model-dir", str(model_dir), "--host", "127.0.0.1",
+             "--port", str(self.port), "--rule2-min-trailing-silence", str(RULE2), *extra],
+            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while True:
+            try:
+                self.baseline = _stats(self.port)
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"the server did not start:\n{self.output()}")
+                time.sleep(0.3)
+        self.url = f"ws://127.0.0.1:{self.port}/ws"
+
+    def output(self) -> str:
+        if self.log.closed:
+            return self.text
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stats(self, gc: bool = False) -> dict:
+        return _stats(self.port, gc)
+
+    def wait_idle(self, timeout: float = 20.0) -> dict:
+        """Stats once every connection and stream is gone (the stream objects garbage-collected)."""
+        deadline = time.time() + timeout
+        while True:
+            s = self.stats(gc=True)
+            if s["connections"] == 0 and s["streams"] == 0 and s["live_stream_objects"] == 0:
+                return s
+            if time.time() > deadline:
+                raise AssertionError(f"the server did not return to idle: {s}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if not self.log.closed:
+            self.text = self.output()
+            self.log.close()

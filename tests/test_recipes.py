@@ -127,6 +127,13 @@ def test_check_args_never_runs_main(check_args, tmp_path, capsys):
     assert not (tmp_path / "main_ran").exists()
 
 
+def test_check_args_takes_a_package_s_main_as_python_m_does(check_args, capsys):
+    # python -m zipformer_pc.server runs zipformer_pc/server/__main__.py
+    assert check_args.main(["-m", "zipformer_pc.server", "--model-dir", "x", "--port", "6006"]) == 0
+    assert check_args.main(["-m", "zipformer_pc.server", "--model-dir", "x", "--no-such", "1"]) == 2
+    assert "unrecognized arguments: --no-such" in capsys.readouterr().err
+
+
 def test_check_args_without_get_parser_or_target(check_args, tmp_path, capsys):
     script = tmp_path / "no_parser.py"
     script.write_text("import argparse\n\ndef main():\n    argparse.ArgumentParser().parse_args()\n")

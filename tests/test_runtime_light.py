@@ -48,6 +48,8 @@ import importlib, pkgutil
 import zipformer_pc.runtime as rt
 names = ["zipformer_pc.modes", "zipformer_pc.features", "zipformer_pc.text"]
 names += [f"zipformer_pc.runtime.{m.name}" for m in pkgutil.iter_modules(rt.__path__)]
+import zipformer_pc.server as srv  # the WebSocket server and its client: aiohttp, nothing heavy
+names += [f"zipformer_pc.server.{m.name}" for m in pkgutil.iter_modules(srv.__path__)]
 for n in names:
     importlib.import_module(n)
 from zipformer_pc.features import FBANK_OPTIONS, knf_fbank, knf_fbank_options, options_from_metadata, options_to_metadata
@@ -65,6 +67,8 @@ print(" ".join(names))
     r = _run_blocked(code)
     for m in ("audio", "cli", "recognizer", "restoration", "stream"):
         assert f"zipformer_pc.runtime.{m}" in r.stdout.split()
+    for m in ("app", "client", "__main__"):
+        assert f"zipformer_pc.server.{m}" in r.stdout.split()
 
 
 def _write_wav(path: Path, x: np.ndarray, rate: int) -> None:

@@ -21,6 +21,12 @@ In Python::
       print(seg.as_dict())             # {"segment", "start", "end", "text": {"P", "N"},
                                        #  "words": {mode: [{"word", "start", "end"}]}, "tokens": ...}
 
+Many streams at once (a server): ``rec.decode_streams(streams)`` runs the
+ready chunks of all of them, one chunk per stream stacked into one encoder
+call (fp32 encoders; an int8 encoder runs them one by one, because its
+activation quantization is per call), and gives each stream what
+``decode_stream`` would.
+
 With ``StreamingRecognizer(files, endpoint=EndpointConfig())`` the stream is
 cut into segments by sherpa-onnx-style endpoint rules
 (:mod:`zipformer_pc.runtime.endpoint`): ``s.segments`` grows while audio
@@ -105,9 +111,14 @@ class StreamingRecognizer:
     """
 
     def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None,
-                 endpoint: Optional[EndpointConfig] = None) -> None:
+                 endpoint: Optional[EndpointConfig] = None, batch_encoder: Optional[bool] = None) -> None:
         self.endpoint = endpoint if endpoint is not None else EndpointConfig(enabled=False)
         self.encoder = _session(files["encoder"], num_threads)
+        # decode_streams() stacks the chunks of several streams into one encoder
+        # call; an int8 encoder quantizes its activations with one scale per
+        # call, so there a stream's result would depend on its batch-mates
+        int8 = Path(files["encoder"]).name.endswith(".int8.onnx")
+        self.batch_encoder = (not int8) if batch_encoder is None else batch_encoder
         meta = self.encoder.get_modelmeta().custom_metadata_map
         if meta.get("model_type") != "zipformer2":
             raise ValueError(f"{files['encoder']}: not a streaming Zipformer2 encoder (model_type={meta.get('model_type')})")
@@ -139,6 +150,10 @@ class StreamingRecognizer:
             raise ValueError(f"{files['tokens']}: {len(self.tokens)} tokens, model vocab_size {self.vocab_size}")
         self._state_inputs = self.encoder.get_inputs()[1:]
         self._state_shapes = self._init_state_shapes()
+        # the batch axis of each state: the one the export named (sherpa-onnx's layout:
+        # axis 1 for the attention caches, 0 for the others)
+        self._state_batch_axes = [next((k for k, d in enumerate(i.shape) if isinstance(d, str)), 0)
+                                  for i in self._state_inputs]
 
     @classmethod
     def from_dir(cls, model_dir, int8: bool = False, **kwargs) -> "StreamingRecognizer":
@@ -212,28 +227,69 @@ class StreamingRecognizer:
         """Run every chunk that is ready; returns how many ran."""
         n = 0
         while self.is_ready(s):
-            start = s.frame_offset
-            x = np.stack([s.fbank.get_frame(start + i) for i in range(self.T)])[None].astype(np.float32)
-            feeds = {"x": x}
+            feeds = {"x": self._chunk_features(s)[None]}
             feeds.update({i.name: v for i, v in zip(self._state_inputs, s.states)})
             out = self.encoder.run(None, feeds)
-            s.states = out[1:]
-            enc = out[0][0]
-            if enc.shape[0] * 4 != self.decode_chunk_len:
-                raise ValueError(f"a chunk of {self.decode_chunk_len} feature frames gave {enc.shape[0]} encoder "
-                                 "frames, not a quarter")
-            for m in self.search_modes:
-                last = self._greedy(m, enc, s.hyps[m], s.frames_done)
-                s.last_emit = max(s.last_emit, last)
-            s.frames_done += enc.shape[0]
-            s.fbank.pop(self.decode_chunk_len)
-            s.frame_offset += self.decode_chunk_len
-            s.num_chunks += 1
+            self._advance(s, out[0][0], out[1:])
             n += 1
-            self._reattach_leading_marks(s)
-            if self.is_endpoint(s):
-                self._end_segment(s)
         return n
+
+    def decode_streams(self, streams: Sequence[Stream], max_batch: int = 32) -> int:
+        """Run every chunk that is ready in any of ``streams``; returns how many ran.
+
+        Each round takes one chunk of every ready stream and, with
+        ``batch_encoder`` (the default for fp32 encoders), stacks them into one
+        encoder call of at most ``max_batch`` streams (states stacked on their
+        batch axes); the search then runs per stream as in :meth:`decode_stream`.
+        The streams may be at different positions: each carries its own
+        states, so the results are those of decoding each stream alone (to
+        float rounding of the batched matrix products; tested).
+        """
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        if len({id(s) for s in streams}) != len(streams):
+            raise ValueError("a stream is listed twice")
+        n = 0
+        while True:
+            ready = [s for s in streams if self.is_ready(s)]
+            if not ready:
+                return n
+            if not self.batch_encoder:
+                max_batch = 1
+            for b in range(0, len(ready), max_batch):
+                group = ready[b : b + max_batch]
+                feeds = {"x": np.stack([self._chunk_features(s) for s in group])}
+                for k, (inp, axis) in enumerate(zip(self._state_inputs, self._state_batch_axes)):
+                    feeds[inp.name] = np.concatenate([s.states[k] for s in group], axis=axis)
+                out = self.encoder.run(None, feeds)
+                for j, s in enumerate(group):
+                    states = [np.ascontiguousarray(np.take(v, [j], axis=axis))
+                              for v, axis in zip(out[1:], self._state_batch_axes)]
+                    self._advance(s, out[0][j], states)
+                    n += 1
+
+    def _chunk_features(self, s: Stream) -> np.ndarray:
+        """The ``T`` feature frames of the stream's next chunk, (T, num_bins)."""
+        start = s.frame_offset
+        return np.stack([s.fbank.get_frame(start + i) for i in range(self.T)]).astype(np.float32)
+
+    def _advance(self, s: Stream, enc: np.ndarray, states: List[np.ndarray]) -> None:
+        """After the encoder ran the stream's next chunk (``enc``: its output
+        frames, ``states``: the new states): search, move on, check the endpoint."""
+        s.states = states
+        if enc.shape[0] * 4 != self.decode_chunk_len:
+            raise ValueError(f"a chunk of {self.decode_chunk_len} feature frames gave {enc.shape[0]} encoder "
+                             "frames, not a quarter")
+        for m in self.search_modes:
+            last = self._greedy(m, enc, s.hyps[m], s.frames_done)
+            s.last_emit = max(s.last_emit, last)
+        s.frames_done += enc.shape[0]
+        s.fbank.pop(self.decode_chunk_len)
+        s.frame_offset += self.decode_chunk_len
+        s.num_chunks += 1
+        self._reattach_leading_marks(s)
+        if self.is_endpoint(s):
+            self._end_segment(s)
 
     # -- segments (endpointing) and timestamps ------------------------------
 

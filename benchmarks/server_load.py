@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Load on the WebSocket server: many concurrent streams at real time, their speed, latency and correctness.
+
+Usage:
+  python benchmarks/server_load.py                                   # random tiny model, 1..32 streams
+  python benchmarks/server_load.py --model-dir egs/synth/exp/conditioned/onnx --streams 1,8,32
+  python benchmarks/server_load.py --encoder paper --seconds 12 --speed 2
+
+For each number of streams in ``--streams``, that many clients connect at
+once to a server process (``python -m zipformer_pc.server``, started here) and
+each sends its own utterance of ``--seconds`` (synthetic speech-like audio: a
+phrase, a pause long enough for an endpoint, another phrase) at ``--speed``
+times real time in pieces of ``--piece-seconds``, then ends the stream.
+Printed per row:
+
+* aggregate RTF: the server's decoding time (its worker thread: features,
+  encoder, search) over the audio it received, from ``/stats``;
+* worker load: that time over the wall time of the row (1.0: the worker never
+  rests, and the streams start to lag);
+* result latency p50/p90/p99 and end latency p50/p99 (see
+  ``zipformer_pc/server/client.py``);
+* identical: streams whose finals (segment ids, times, P and N text, word
+  times) equal the offline runtime's on the same audio; anything lost or
+  mixed up between streams shows here.  The exit status is 1 when one differs.
+
+Without ``--model-dir`` a random model (``--encoder`` size, ``conditioned``)
+is exported to a temporary directory, its joiners re-weighted to emit on about
+``--emit-fraction`` of the frames as a trained model would
+(``benchmarks/sherpa_vs_ours.py``).  On a shared machine the figures move
+with the other load; the server uses one worker thread (``--num-threads`` of
+the encoder).
+"""
+
+import argparse
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Dict, List, Optional
+
+import numpy as np
+
+import sherpa_vs_ours  # benchmarks/, next to this script
+from zipformer_pc.runtime import StreamingRecognizer
+from zipformer_pc.runtime.endpoint import EndpointConfig
+from zipformer_pc.server.app import Decoder
+from zipformer_pc.server.client import percentiles, stream_many
+
+ROOT = Path(__file__).resolve().parents[1]
+RATE = 16000
+
+
+def utterance(seconds: float, seed: int) -> np.ndarray:
+    """About ``seconds`` of audio: a phrase, 1.5 s of silence, another phrase."""
+    first = max(0.6, 0.55 * (seconds - 1.5))
+    second = max(0.6, seconds - 1.5 - first)
+    return np.concatenate([sherpa_vs_ours.synthetic_utterance(first, seed), np.zeros(int(1.5 * RATE), np.float32),
+                           sherpa_vs_ours.synthetic_utterance(second, 1000 + seed)])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stats(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats?gc=1", timeout=30) as r:
+        return json.loads(r.read())
+
+
+def start_server(model_dir: Path, port: int, args: argparse.Namespace, log) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "zipformer_pc.server", "--model-dir", str(model_dir), "--host", "127.0.0.1",
+           "--port", str(port), "--max-connections", str(max(args.streams) + 1), "--int8", str(args.int8).lower(),
+           "--num-threads", str(args.num_threads), "--idle-timeout", "120"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 300
+    while True:
+        try:
+            _stats(port)
+            return proc
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise SystemExit(f"server_load.py: the server did not start (log: {log.name})")
+            time.sleep(0.5)
+
+
+def offline_finals(rec: StreamingRecognizer, x: np.ndarray) -> List[dict]:
+    return [_comparable(Decoder._segment_message("final", seg, 0.0)) for seg in rec.recognize_segments(x, RATE)]
+
+
+def _comparable(msg: dict) -> dict:
+    return {k: v for k, v in msg.items() if k not in ("type", "time")}
+
+
+def _ms(ps: Dict[str, float], key: str) -> str:
+    return f"{ps[key] * 1000:.0f}" if key in ps else "-"
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-dir", type=Path, default=None, help="an existing export (default: a random model)")
+    p.add_argument("--int8", action="store_true", help="serve the int8 models (the encoder then runs unbatched)")
+    p.add_argument("--encoder", default="tiny", help="encoder config of the random model [tiny]")
+    p.add_argument("--emit-fraction", type=float, default=0.15, help="frames the random model emits on [0.15]")
+    p.add_argument("--streams", default="1,4,8,16,32", help="comma list of concurrent stream counts")
+    p.add_argument("--seconds", type=float, default=8.0, help="audio per stream [8]")
+    p.add_argument("--speed", type=float, default=1.0, help="times real time (0: as fast as possible) [1]")
+    p.add_argument("--piece-seconds", type=float, default=0.1, help="audio per message [0.1]")
+    p.add_argument("--num-threads", type=int, default=1, help="the server's encoder threads [1]")
+    p.add_argument("--keep-dir", type=Path, default=None, help="export the random model here and keep it")
+    return p
+
+
+def main(argv=None) -> int:
+    args = get_parser().parse_args(argv)
+    try:
+        args.streams = sorted({int(n) for n in args.streams.split(",") if n.strip()})
+    except ValueError:
+        raise SystemExit(f"server_load.py: --streams must be a comma list of integers, got {args.streams!r}")
+    if not args.streams or args.streams[0] < 1 or args.seconds <= 0 or args.speed < 0:
+        raise SystemExit("server_load.py: --streams, --seconds must be positive, --speed not negative")
+    audio = [utterance(args.seconds, seed) for seed in range(max(args.streams))]
+    tmp: Optional[Path] = None
+    if args.model_dir is not None:
+        model_dir = args.model_dir
+    else:
+        model_dir = args.keep_dir or Path(tempfile.mkdtemp(prefix="server_load_"))
+        tmp = None if args.keep_dir else model_dir
+        spec = SimpleNamespace(seed=0, model_type="conditioned", vocab_size=500, encoder=args.encoder,
+                               emit_fraction=args.emit_fraction, chunk_size=32, left_context_frames=128)
+        t0 = time.perf_counter()
+        desc, params = sherpa_vs_ours.build_random_export(spec, model_dir, audio[0])
+        print(f"exported {desc} ({params / 1e6:.1f}M parameters) in {time.perf_counter() - t0:.0f} s", flush=True)
+    port = _free_port()
+    log = open(Path(tempfile.gettempdir()) / f"server_load_{port}.log", "w")
+    try:
+        # the server's defaults: endpoint rules on, sherpa-onnx's values
+        rec = StreamingRecognizer.from_dir(model_dir, args.int8, endpoint=EndpointConfig())
+        t0 = time.perf_counter()
+        expected = [offline_finals(rec, x) for x in audio]
+        offline_rtf = (time.perf_counter() - t0) / (len(audio) * len(audio[0]) / RATE)
+        del rec
+        proc = start_server(model_dir, port, args, log)
+        print(f"model {model_dir}{' (int8)' if args.int8 else ''}; {args.seconds:g} s per stream at "
+              f"{args.speed:g}x real time in {args.piece_seconds:g} s pieces; offline runtime RTF "
+              f"{offline_rtf:.3f} (one stream, this process); segments per stream: "
+              f"{', '.join(str(len(e)) for e in expected[:8])}{', ...' if len(expected) > 8 else ''}", flush=True)
+        print(f"{'streams':>7} {'audio s':>8} {'wall s':>7} {'agg RTF':>8} {'worker':>7} "
+              f"{'lat p50':>8} {'p90':>6} {'p99':>6} {'end p50':>8} {'p99':>6}  identical")
+        bad = 0
+        try:
+            for n in args.streams:
+                before = _stats(port)
+                items = [(f"s{i}", audio[i], RATE) for i in range(n)]
+                t0 = time.perf_counter()
+                results = asyncio.run(stream_many(f"ws://127.0.0.1:{port}/ws", items, connections=n,
+                                                  speed=args.speed, piece_seconds=args.piece_seconds))
+                wall = time.perf_counter() - t0
+                after = _stats(port)
+                decode = after["decode_seconds"] - before["decode_seconds"]
+                seconds = after["audio_seconds"] - before["audio_seconds"]
+                same = sum(r.ok and [_comparable(f) for f in r.finals] == expected[i] for i, r in enumerate(results))
+                bad += n - same
+                lat = percentiles([x for r in results for x in r.latencies])
+                end = percentiles([r.end_latency for r in results if r.end_latency is not None])
+                print(f"{n:>7} {seconds:>8.1f} {wall:>7.1f} {decode / max(seconds, 1e-9):>8.3f} "
+                      f"{decode / wall:>7.2f} {_ms(lat, 'p50'):>8} {_ms(lat, 'p90'):>6} {_ms(lat, 'p99'):>6} "
+                      f"{_ms(end, 'p50'):>8} {_ms(end, 'p99'):>6}  {same}/{n}", flush=True)
+                if after["streams"] or after["live_stream_objects"] or after["connections"]:
+                    print(f"  leftover after the row: {after}")
+                    bad += 1
+            print("latencies in ms; agg RTF = server decoding time / audio; worker = that time / wall time")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    finally:
+        log.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,340 @@
+"""The WebSocket server (zipformer_pc.server) on a tiny exported model, run as a real process:
+results equal the offline runtime's, bad input gets a clear error and a clean close while
+other streams go on, disconnects and limits leak nothing, SIGTERM finishes open streams."""
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import socket
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import RULE2, ServerProcess, benchmark_module, speech_like
+
+aiohttp = pytest.importorskip("aiohttp", reason="the server needs aiohttp (bash local/setup_env.sh installs it)")
+
+from zipformer_pc.runtime import StreamingRecognizer  # noqa: E402
+from zipformer_pc.runtime.endpoint import EndpointConfig  # noqa: E402
+from zipformer_pc.server.app import Decoder  # noqa: E402
+from zipformer_pc.server.client import stream_audio  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_CONNECTIONS, MAX_BYTES, IDLE = 4, 64000, 3.0
+
+
+@pytest.fixture(scope="module")
+def server(tiny_onnx_model):
+    srv = ServerProcess(tiny_onnx_model, "--max-connections", str(MAX_CONNECTIONS), "--max-message-bytes",
+                        str(MAX_BYTES), "--idle-timeout", str(IDLE))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def offline(tiny_onnx_model):
+    """The offline runtime with the server's endpoint rules: finals as the server words them."""
+    rec = StreamingRecognizer.from_dir(tiny_onnx_model, endpoint=EndpointConfig.from_options(
+        rule2_min_trailing_silence=RULE2))
+
+    def finals(samples: np.ndarray, rate: int):
+        return [_comparable(Decoder._segment_message("final", seg, 0.0))
+                for seg in rec.recognize_segments(samples, rate)]
+
+    return finals
+
+
+def _comparable(msg: dict) -> dict:
+    return {k: v for k, v in msg.items() if k not in ("type", "time")}
+
+
+def _utterance(i: int, rate: int = 16000) -> np.ndarray:
+    """Speech, a pause long enough for an endpoint, more speech."""
+    a, b = speech_like(1.5 + 0.3 * i, seed=i, rate=rate), speech_like(1.2, seed=50 + i, rate=rate)
+    return np.concatenate([a, np.zeros(rate, np.float32), b])
+
+
+async def _stream(url, samples, rate, speed=0.0, piece=0.1):
+    async with aiohttp.ClientSession() as http:
+        return await stream_audio(http, url, samples, rate, speed=speed, piece_seconds=piece)
+
+
+async def _exchange(url, steps, read_ready=True):
+    """Send ``steps`` (bytes: binary message, str: text message), then read until the server closes."""
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, max_msg_size=0) as ws:
+            msgs = []
+            if read_ready:
+                msgs.append(await ws.receive_json(timeout=30))
+            for step in steps:
+                if isinstance(step, bytes):
+                    await ws.send_bytes(step)
+                else:
+                    await ws.send_str(step)
+            async for m in ws:
+                if m.type == aiohttp.WSMsgType.TEXT:
+                    msgs.append(json.loads(m.data))
+            return msgs, ws.close_code
+
+
+# ---------------------------------------------------------------------------
+
+
+def test_concurrent_streams_at_any_rate_equal_the_offline_runtime(server, offline):
+    rates = [16000, 44100, 8000, 22050]
+    audio = [_utterance(i, rate) for i, rate in enumerate(rates)]
+
+    async def main():
+        return await asyncio.gather(*(_stream(server.url, x, r, speed=4.0, piece=0.05 + 0.05 * i)
+                                      for i, (x, r) in enumerate(zip(audio, rates))))
+
+    results = asyncio.run(main())
+    for r, x, rate in zip(results, audio, rates):
+        assert r.ok and r.close_code == 1000, (r.errors, r.close_code)
+        expected = offline(x, rate)
+        assert expected and expected[0]["P"], "the model emits nothing: the comparison would prove little"
+        assert [_comparable(f) for f in r.finals] == expected
+        assert r.partials > 0 and r.done["segments"] == len(expected)
+        assert r.done["audio_seconds"] == pytest.approx(len(x) / rate, abs=0.01)
+    assert any(len(r.finals) > 1 for r in results), "no endpoint fired: segments were not exercised"
+    for f in results[0].finals:
+        assert set(f) >= {"type", "segment", "P", "N", "start", "end", "time", "words"}
+        assert set(f["words"]) == {"P", "N"} and all({"word", "start", "end"} <= set(w) for w in f["words"]["P"])
+    s = server.wait_idle()
+    assert s["completed"] >= 4 and s["internal_errors"] == 0 and s["batch_encoder"] is True
+
+
+BAD_INPUTS = {
+    # name: (messages after ready, error code, close code)
+    "odd_length_audio": ([b"\x00" * 5], "bad_audio", 1003),
+    "int16_audio": ([(speech_like(0.5, seed=3) * 32767).astype("<i2").tobytes()], "bad_audio", 1003),
+    "nan_audio": ([np.array([0.1, np.nan, 0.2, 0.0], "<f4").tobytes()], "bad_audio", 1003),
+    "malformed_json": (["{oops"], "bad_json", 1008),
+    "json_not_an_object": (["[1, 2]"], "bad_message", 1008),
+    "unknown_message_type": (['{"type": "start"}'], "bad_message", 1008),
+    "sample_rate_too_low": (['{"type": "config", "sample_rate": 1234}'], "bad_config", 1008),
+    "sample_rate_not_a_number": (['{"type": "config", "sample_rate": "16k"}'], "bad_config", 1008),
+    "unknown_config_key": (['{"type": "config", "sample_rate": 16000, "format": "s16le"}'], "bad_config", 1008),
+    "config_after_audio": ([np.zeros(160, "<f4").tobytes(), '{"type": "config", "sample_rate": 8000}'],
+                           "config_after_audio", 1008),
+    "oversized_message": ([b"\x00" * (MAX_BYTES + 4)], "message_too_big", 1009),
+    "oversized_text": (["{" + " " * MAX_BYTES + "}"], "message_too_big", 1009),
+}
+
+
+def test_bad_input_gets_a_clear_error_while_other_streams_go_on(server, offline):
+    before = server.wait_idle()
+    good = [_utterance(7), _utterance(8, 44100)]
+
+    async def main():
+        goods = [_stream(server.url, good[0], 16000, speed=3.0), _stream(server.url, good[1], 44100, speed=3.0)]
+        bads = [_exchange(server.url, steps) for steps, _, _ in BAD_INPUTS.values()]
+        # one bad connection at a time next to the 2 good ones: 3 of MAX_CONNECTIONS, with room
+        # for one the server has not yet counted as gone
+        good_task = asyncio.gather(*goods)
+        out = [await bad for bad in bads]
+        return await good_task, out
+
+    good_results, bad_results = asyncio.run(main())
+    for (name, (_, code, close)), (msgs, close_code) in zip(BAD_INPUTS.items(), bad_results):
+        assert msgs[0]["type"] == "ready", name
+        errors = [m for m in msgs if m["type"] == "error"]
+        assert len(errors) == 1 and errors[0]["code"] == code and errors[0]["fatal"] is True, (name, msgs)
+        assert errors[0]["message"], name
+        assert close_code == close, (name, close_code)
+    for r, x, rate in zip(good_results, good, (16000, 44100)):
+        assert r.ok, r.errors
+        assert [_comparable(f) for f in r.finals] == offline(x, rate)
+    after = server.wait_idle()
+    for _, code, _ in BAD_INPUTS.values():
+        assert after["errors"].get(code, 0) > before["errors"].get(code, 0), code
+    assert after["internal_errors"] == 0
+
+
+def test_a_message_beyond_the_hard_limit_is_closed_by_aiohttp(server):
+    msgs, close_code = asyncio.run(_exchange(server.url, [b"\x00" * (2 * MAX_BYTES + 4096)]))
+    assert msgs[0]["type"] == "ready" and close_code == 1009
+    server.wait_idle()
+
+
+def test_an_empty_audio_message_is_skipped_and_counted(server, offline):
+    before = server.wait_idle()
+    x = _utterance(2)
+    pieces = [x[k : k + 4000].astype("<f4").tobytes() for k in range(0, len(x), 4000)]
+    steps = pieces[:2] + [b""] + pieces[2:] + ["done"]
+    msgs, close_code = asyncio.run(_exchange(server.url, steps))
+    assert close_code == 1000
+    assert [m["code"] for m in msgs if m["type"] == "error"] == ["empty_message"]
+    assert [m for m in msgs if m["type"] == "error"][0]["fatal"] is False
+    assert [_comparable(m) for m in msgs if m["type"] == "final"] == offline(x, 16000)
+    assert msgs[-1]["type"] == "done"
+    after = server.wait_idle()
+    assert after["skipped_empty_messages"] == before["skipped_empty_messages"] + 1
+
+
+def _raw_connect(port: int) -> socket.socket:
+    """A WebSocket handshake on a plain socket (to vanish without a close frame)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return s
+
+
+def _raw_frame(payload: bytes, opcode: int = 2) -> bytes:
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    head += bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    mask = os.urandom(4)
+    body = (np.frombuffer(payload, np.uint8) ^ np.resize(np.frombuffer(mask, np.uint8), n)).tobytes()
+    return head + mask + body
+
+
+def test_abrupt_disconnects_mid_utterance_leak_nothing(server, offline):
+    before = server.wait_idle()
+    socks = []
+    for i in range(3):
+        s = _raw_connect(server.port)
+        x = _utterance(i)[: 16000 * (i + 1)].astype("<f4")
+        for k in range(0, len(x), 1600):
+            s.sendall(_raw_frame(x[k : k + 1600].tobytes()))
+        socks.append(s)
+    time.sleep(1.0)  # let the server decode some of it
+    assert server.stats()["streams"] == 3
+    for i, s in enumerate(socks):
+        if i == 0:  # a reset rather than a FIN
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()
+    after = server.wait_idle()
+    assert after["abandoned"] == before["abandoned"] + 3
+    # and it still serves
+    r = asyncio.run(_stream(server.url, _utterance(5), 16000))
+    assert r.ok and [_comparable(f) for f in r.finals] == offline(_utterance(5), 16000)
+    server.wait_idle()
+
+
+def test_too_many_connections_are_refused_clearly(server):
+    before = server.wait_idle()
+
+    async def main():
+        async with aiohttp.ClientSession() as http:
+            held = [await http.ws_connect(server.url) for _ in range(MAX_CONNECTIONS)]
+            for ws in held:
+                assert (await ws.receive_json(timeout=30))["type"] == "ready"
+            extra = await http.ws_connect(server.url)
+            refusal = await extra.receive_json(timeout=30)
+            await extra.receive()
+            refused_code = extra.close_code
+            # one leaves: there is room again
+            await held[0].send_str("done")
+            assert (await held[0].receive_json(timeout=30))["type"] == "done"
+            await held[0].receive()
+            for _ in range(100):  # the server counts it gone once the close handshake is over
+                if (await asyncio.to_thread(server.stats))["connections"] < MAX_CONNECTIONS:
+                    break
+                await asyncio.sleep(0.1)
+            again = await http.ws_connect(server.url)
+            ready = await again.receive_json(timeout=30)
+            for ws in held[1:] + [again]:
+                await ws.close()
+            return refusal, refused_code, ready
+
+    refusal, refused_code, ready = asyncio.run(main())
+    assert refusal["type"] == "error" and refusal["code"] == "too_many_connections", refusal
+    assert str(MAX_CONNECTIONS) in refusal["message"] and refused_code == 1013
+    assert ready["type"] == "ready"
+    after = server.wait_idle()
+    assert after["rejected"] == before["rejected"] + 1
+
+
+def test_an_idle_connection_is_closed(server):
+    t0 = time.time()
+    msgs, close_code = asyncio.run(_exchange(server.url, [np.zeros(1600, "<f4").tobytes()]))
+    waited = time.time() - t0
+    assert [m["type"] for m in msgs][0] == "ready"
+    assert msgs[-1]["type"] == "error" and msgs[-1]["code"] == "idle_timeout" and close_code == 1001
+    assert IDLE <= waited < IDLE + 10
+    server.wait_idle()
+
+
+def test_the_page_and_its_scripts_are_served(server):
+    for path, marker in (("/", b'id="finals-P"'), ("/static/app.js", b"getUserMedia"),
+                         ("/static/capture-worklet.js", b"registerProcessor")):
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=10) as r:
+            assert r.status == 200 and marker in r.read(), path
+
+
+@pytest.mark.slow
+def test_sigterm_finishes_open_streams_then_exits(tiny_onnx_model, offline):
+    srv = ServerProcess(tiny_onnx_model)
+    audio = [_utterance(3), _utterance(4, 44100)]
+    rates = [16000, 44100]
+    try:
+        async def client(x, rate, started):
+            async with aiohttp.ClientSession() as http:
+                async with http.ws_connect(srv.url) as ws:
+                    assert (await ws.receive_json(timeout=30))["type"] == "ready"
+                    await ws.send_str(json.dumps({"type": "config", "sample_rate": rate}))
+                    await ws.send_bytes(x.astype("<f4").tobytes())
+                    msgs = []
+                    async for m in ws:
+                        msg = json.loads(m.data)
+                        msgs.append(msg)
+                        if msg["type"] == "partial":
+                            started.set()
+                    return msgs, ws.close_code
+
+        async def main():
+            flags = [asyncio.Event(), asyncio.Event()]
+            tasks = [asyncio.ensure_future(client(x, r, f)) for x, r, f in zip(audio, rates, flags)]
+            for f in flags:
+                await asyncio.wait_for(f.wait(), 60)
+            srv.proc.send_signal(signal.SIGTERM)  # no end message: the server must finish the streams itself
+            return await asyncio.gather(*tasks)
+
+        results = asyncio.run(main())
+        assert srv.proc.wait(timeout=60) == 0
+    finally:
+        srv.stop()
+    for (msgs, close_code), x, rate in zip(results, audio, rates):
+        assert close_code == 1001 and msgs[-1]["type"] == "done", (close_code, msgs[-1:])
+        assert [_comparable(m) for m in msgs if m["type"] == "final"] == offline(x, rate)
+    assert "finishing 2 open stream(s)" in srv.output()
+
+
+@pytest.mark.slow
+def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, capsys):
+    benchmark_module("sherpa_vs_ours")  # server_load imports it as its neighbour
+    server_load = benchmark_module("server_load")
+    status = server_load.main(["--model-dir", str(tiny_onnx_model), "--streams", "1,3", "--seconds", "3",
+                               "--speed", "0"])
+    out = capsys.readouterr().out
+    rows = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("1", "3")]
+    assert status == 0 and [r[-1] for r in rows] == ["1/1", "3/3"], out
+
+
+def test_the_readme_server_commands_parse(tmp_path):
+    """The README's server section: every command's options exist (local/check_args.py)."""
+    import re
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Streaming server and microphone page", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1)
+    commands = [ln for ln in block.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert len(commands) == 3 and {c.split()[2] for c in commands[:2]} == {"zipformer_pc.server",
+                                                                           "zipformer_pc.server.client"}
+    cmds = tmp_path / "cmds.txt"
+    cmds.write_text("\n".join(commands) + "\n")
+    r = subprocess.run([sys.executable, "local/check_args.py", "--commands-file", str(cmds)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,117 @@
+"""The server's web page end to end in headless Chromium: a wav file is the microphone
+(Chromium's fake capture device), the page streams it and shows P and N.
+
+The fixture model is random, so "the expected words" are what the offline runtime
+makes of the very audio the page sent (the page keeps a copy with ``?keep=1``): the
+finals shown must equal them exactly.  That the page sent the wav (and not silence or
+noise) is checked by finding the wav's speech in what was sent.  Chromium loops the
+file; the page stops after ``seconds=`` of audio, so only one pass matters.
+"""
+
+import base64
+import shutil
+import time
+import wave
+
+import numpy as np
+import pytest
+from conftest import RULE2, ServerProcess, speech_like
+
+from zipformer_pc.runtime import Resampler, StreamingRecognizer
+from zipformer_pc.runtime.endpoint import EndpointConfig
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+DRIVER = shutil.which("chromedriver")
+SECONDS = 5.0  # of audio the page sends
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs chromium and chromium-driver "
+                       "(apt-get install chromium chromium-driver; local/setup_env.sh does it as root)"),
+]
+
+SENT_AUDIO_JS = """
+const parts = window.zpc.sent;
+let n = 0;
+for (const p of parts) n += p.length;
+const all = new Float32Array(n);
+let o = 0;
+for (const p of parts) { all.set(p, o); o += p.length; }
+const bytes = new Uint8Array(all.buffer);
+let s = "";
+for (let i = 0; i < bytes.length; i += 8192) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 8192));
+return btoa(s);
+"""
+
+
+def _write_wav(path, x, rate=16000):
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
+
+
+def _best_match(signal: np.ndarray, template: np.ndarray) -> float:
+    """The highest normalized correlation of ``template`` with any stretch of ``signal``."""
+    n = len(signal) + len(template)
+    size = 1 << (n - 1).bit_length()
+    corr = np.fft.irfft(np.fft.rfft(signal, size) * np.conj(np.fft.rfft(template, size)), size)
+    corr = corr[: len(signal) - len(template) + 1]
+    energy = np.concatenate([[0.0], np.cumsum(signal.astype(np.float64) ** 2)])
+    window = np.sqrt(np.maximum(energy[len(template):] - energy[: -len(template)], 1e-12))
+    return float((corr / (window * np.linalg.norm(template))).max())
+
+
+def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_path):
+    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
+    from selenium.webdriver.chrome.service import Service
+
+    speech = np.concatenate([speech_like(1.8, seed=11), np.zeros(16000, np.float32), speech_like(1.4, seed=12)])
+    wav = tmp_path / "mic.wav"
+    _write_wav(wav, np.concatenate([speech, np.zeros(int(SECONDS * 16000), np.float32)]))
+
+    srv = ServerProcess(tiny_onnx_model)
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+                 f"--use-file-for-fake-audio-capture={wav}", "--autoplay-policy=no-user-gesture-required"):
+        opts.add_argument(flag)
+    driver = None
+    try:
+        driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+        driver.get(f"http://127.0.0.1:{srv.port}/?autostart=1&keep=1&seconds={SECONDS}")
+        deadline = time.time() + 120
+        while True:
+            status = driver.execute_script("return window.zpc.status")
+            if status in ("done", "error") or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        state = driver.execute_script("return {status: zpc.status, error: zpc.error, rate: zpc.sampleRate, "
+                                      "modes: zpc.modes, finals: zpc.finals, sent: zpc.samplesSent}")
+        assert state["status"] == "done", (state, srv.output()[-3000:])
+        sent = np.frombuffer(base64.b64decode(driver.execute_script(SENT_AUDIO_JS)), dtype="<f4")
+        shown = {m: [li.text for li in driver.find_elements("css selector", f"#finals-{m} li")] for m in ("P", "N")}
+        visible = {m: driver.find_element("id", f"pane-{m}").is_displayed() for m in ("P", "N")}
+    finally:
+        if driver is not None:
+            driver.quit()
+        srv.stop()
+
+    rate = int(state["rate"])
+    assert len(sent) == state["sent"] == round(SECONDS * rate)
+    # what was sent is the wav: its speech is in there, almost sample for sample
+    r = Resampler(rate, 16000)
+    at16k = np.concatenate([r.process(sent), r.flush()])
+    template = speech[4800:20800]  # one second of speech (after the utterance's leading silence)
+    assert _best_match(at16k, template) > 0.9
+
+    rec = StreamingRecognizer.from_dir(tiny_onnx_model, endpoint=EndpointConfig.from_options(
+        rule2_min_trailing_silence=RULE2))
+    expected = rec.recognize_segments(sent, rate)
+    assert expected and expected[0].text["P"], "the model emits nothing: the comparison would prove little"
+    assert [(f["segment"], f["P"], f["N"]) for f in state["finals"]] == \
+        [(s.id, s.text["P"], s.text["N"]) for s in expected]
+    assert shown == {m: [s.text[m] for s in expected] for m in ("P", "N")}
+    assert visible == {"P": True, "N": True} and state["modes"] == ["P", "N"]

@@ -1,0 +1,157 @@
+// The microphone page of zipformer_pc.server: capture, stream, show P and N.
+// State is kept in window.zpc (also read by the end-to-end test).
+"use strict";
+
+const params = new URLSearchParams(location.search);
+const zpc = window.zpc = {
+  status: "idle",     // idle | connecting | recording | finishing | done | error
+  modes: [],
+  finals: [],         // the server's final messages, in order
+  partial: null,      // the last partial message
+  sampleRate: 0,      // the rate the page sends (the AudioContext's)
+  samplesSent: 0,
+  sent: params.get("keep") === "1" ? [] : null,  // with ?keep=1: copies of every block sent (tests)
+  error: null,
+};
+
+const $ = (id) => document.getElementById(id);
+let ws = null, ctx = null, media = null, node = null, sink = null;
+const limitSeconds = parseFloat(params.get("seconds") || "0");
+
+function setStatus(s, detail) {
+  zpc.status = s;
+  $("status").textContent = detail ? `${s}: ${detail}` : s;
+}
+
+function fail(message) {
+  zpc.error = message;
+  $("error").textContent = message;
+  setStatus("error");
+  stopCapture();
+  $("start").disabled = false;
+  $("stop").disabled = true;
+}
+
+function render() {
+  for (const m of ["P", "N"]) {
+    const pane = $(`pane-${m}`);
+    if (zpc.modes.length && !zpc.modes.includes(m)) { pane.classList.add("hidden"); continue; }
+    const list = $(`finals-${m}`);
+    while (list.children.length < zpc.finals.length) {
+      const f = zpc.finals[list.children.length];
+      const li = document.createElement("li");
+      li.textContent = f[m] || "";
+      li.title = `${f.start.toFixed(2)}-${f.end.toFixed(2)} s`;
+      list.appendChild(li);
+    }
+    $(`partial-${m}`).textContent = zpc.partial ? (zpc.partial[m] || "") : "";
+  }
+}
+
+function onMessage(event) {
+  const msg = JSON.parse(event.data);
+  if (msg.type === "ready") {
+    zpc.modes = msg.modes;
+    ws.send(JSON.stringify({ type: "config", sample_rate: zpc.sampleRate }));
+    setStatus("recording");
+    startCapture().catch((e) => fail(`audio capture failed: ${e}`));
+  } else if (msg.type === "partial") {
+    zpc.partial = msg;
+  } else if (msg.type === "final") {
+    zpc.finals.push(msg);
+    zpc.partial = null;
+  } else if (msg.type === "done") {
+    setStatus("done", `${msg.segments} segment(s), ${msg.audio_seconds.toFixed(1)} s`);
+    $("start").disabled = false;
+  } else if (msg.type === "error") {
+    if (msg.fatal === false) { console.warn("server:", msg.message); return; }
+    fail(`server error ${msg.code}: ${msg.message}`);
+  }
+  render();
+}
+
+function send(block) {
+  if (!ws || ws.readyState !== WebSocket.OPEN || zpc.status !== "recording") return;
+  let x = block;
+  if (limitSeconds > 0) {
+    const left = Math.round(limitSeconds * zpc.sampleRate) - zpc.samplesSent;
+    if (left <= 0) return;
+    if (x.length > left) x = x.slice(0, left);
+  }
+  ws.send(x.buffer.byteLength === x.length * 4 ? x.buffer : x.slice().buffer);
+  zpc.samplesSent += x.length;
+  if (zpc.sent) zpc.sent.push(x.slice());
+  if (limitSeconds > 0 && zpc.samplesSent >= Math.round(limitSeconds * zpc.sampleRate)) stop();
+}
+
+async function startCapture() {
+  const source = ctx.createMediaStreamSource(media);
+  const blockSize = Math.max(128, Math.round(zpc.sampleRate / 10) & ~127);  // about 0.1 s
+  sink = ctx.createGain();
+  sink.gain.value = 0;
+  sink.connect(ctx.destination);
+  if (ctx.audioWorklet) {
+    await ctx.audioWorklet.addModule("/static/capture-worklet.js");
+    node = new AudioWorkletNode(ctx, "capture-processor", { processorOptions: { blockSize } });
+    node.port.onmessage = (e) => send(e.data);
+  } else {  // older browsers
+    node = ctx.createScriptProcessor(4096, 1, 1);
+    node.onaudioprocess = (e) => send(new Float32Array(e.inputBuffer.getChannelData(0)));
+  }
+  source.connect(node);
+  node.connect(sink);
+  if (ctx.state === "suspended") await ctx.resume();
+}
+
+function stopCapture() {
+  if (node) { node.disconnect(); if (node.port) node.port.onmessage = null; node = null; }
+  if (media) { media.getTracks().forEach((t) => t.stop()); media = null; }
+  if (ctx) { ctx.close(); ctx = null; }
+}
+
+async function start() {
+  $("start").disabled = true;
+  $("error").textContent = "";
+  zpc.finals = []; zpc.partial = null; zpc.samplesSent = 0; zpc.error = null;
+  if (zpc.sent) zpc.sent = [];
+  for (const m of ["P", "N"]) { $(`finals-${m}`).innerHTML = ""; }
+  render();
+  setStatus("connecting");
+  try {
+    media = await navigator.mediaDevices.getUserMedia({
+      audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false },
+    });
+  } catch (e) {
+    fail(`no microphone: ${e}`);
+    return;
+  }
+  ctx = new AudioContext();
+  zpc.sampleRate = ctx.sampleRate;
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  ws = new WebSocket(`${proto}//${location.host}/ws`);
+  ws.binaryType = "arraybuffer";
+  ws.onmessage = onMessage;
+  ws.onclose = (e) => {
+    if (zpc.status === "recording" || zpc.status === "finishing" || zpc.status === "connecting") {
+      fail(`connection closed (${e.code}${e.reason ? ": " + e.reason : ""})`);
+    }
+    ws = null;
+  };
+  $("stop").disabled = false;
+}
+
+function stop() {
+  $("stop").disabled = true;
+  stopCapture();
+  if (ws && ws.readyState === WebSocket.OPEN) {
+    setStatus("finishing");
+    ws.send(JSON.stringify({ type: "end" }));
+  } else {
+    setStatus("idle");
+    $("start").disabled = false;
+  }
+}
+
+$("start").onclick = start;
+$("stop").onclick = stop;
+if (params.get("autostart") === "1") start();
