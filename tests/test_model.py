@@ -8,6 +8,7 @@ from zipformer_pc.checkpoint import (
     average_between,
     average_state_dicts,
     averaged_weights,
+    load_checkpoint,
     save_checkpoint,
 )
 from zipformer_pc.decoder import Decoder
@@ -267,6 +268,20 @@ def test_averaged_weights_picks_the_interval_logs_it_and_refuses_untrained_or_ol
     assert w["desc"] == "iter-12-avg-2" and w["batches"] == (7, 12)
     with pytest.raises(FileNotFoundError, match="checkpoint-11.pt not found"):
         averaged_weights(tmp_path, iteration=11, avg=1)
+    with pytest.raises(FileNotFoundError, match="needs 5 checkpoint"):
+        averaged_weights(tmp_path, iteration=12, avg=4)
+    # --iter B --avg A with only A checkpoints up to B: from the start of training,
+    # when the run's --keep-last-k cannot have removed any (unknown above: refused)
+    for b in (3, 6, 9, 12):
+        ck = load_checkpoint(tmp_path / f"checkpoint-{b}.pt")
+        save_checkpoint(tmp_path / f"checkpoint-{b}.pt", {**ck, "args": {"keep_last_k": 0}})
+    w = averaged_weights(tmp_path, iteration=12, avg=4)
+    torch.testing.assert_close(w["model"]["weight"], sum(ws[:12]) / 12, rtol=0, atol=1e-12)
+    assert w["batches"] == (1, 12)
+    w = averaged_weights(tmp_path, iteration=3, avg=1)  # a run's first checkpoint
+    torch.testing.assert_close(w["model"]["weight"], sum(ws[:3]) / 3, rtol=0, atol=1e-12)
+    ck = load_checkpoint(tmp_path / "checkpoint-12.pt")
+    save_checkpoint(tmp_path / "checkpoint-12.pt", {**ck, "args": {"keep_last_k": 4}})  # may have removed some
     with pytest.raises(FileNotFoundError, match="needs 5 checkpoint"):
         averaged_weights(tmp_path, iteration=12, avg=4)
     plain = averaged_weights(tmp_path, epoch=3, avg=2, use_averaged_model=False)

@@ -15,7 +15,7 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     exp, out = tmp_path / "exp", tmp_path / "pretrained"
     cmd = ["bash", "egs/synth/pretrain.sh", "--stage", "1", "--data-dir", str(tiny_corpus.parent),
            "--exp-dir", str(exp), "--norm-minutes", "0.1", "--cond-minutes", "0.1", "--save-minutes", "0.05",
-           "--avg", "1", "--threads", "1", "--publish", "true", "--out-dir", str(out),
+           "--avg", "1", "--threads", "1", "--publish", "true", "--out-dir", str(out), "--latency-chunks", "16 32",
            "--train-opts", "--max-duration 20 --log-interval 1000"]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -28,6 +28,9 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     assert any(n.startswith("joiner-") and not n.endswith(".int8.onnx") for n in names)
     card = (out / "MODEL_CARD.md").read_text()
     assert "| | test | " in card and "| | test_ood | " in card and "Streaming RTF" in card
+    latency = card.split("## Caption latency")[1]
+    assert "| chunk-32 | 640 | P |" in latency and "| chunk-16 | 320 | N |" in latency, latency
+    assert not any(n.startswith("onnx_chunk") for n in names)  # measured, not shipped
     assert not (out.parent / (out.name + ".new")).exists()
     w = torch.load(out / "conditioned.pt", weights_only=False)
     assert w["model_config"]["head"]["model_type"] == "conditioned"

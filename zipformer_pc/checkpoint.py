@@ -186,6 +186,16 @@ def _check_trained(ck: Dict[str, Any], name: str) -> None:
                          f"({ck.get('batch_idx_train', 0)} batches, none updated the model): refusing to use them")
 
 
+def _all_checkpoints_kept(exp_dir: Path) -> bool:
+    """Whether no ``checkpoint-*.pt`` can have been removed by ``--keep-last-k`` (read
+    from the newest checkpoint's arguments; unknown counts as "maybe removed")."""
+    found = batch_checkpoints(exp_dir)
+    if not found:
+        return False
+    keep = (load_checkpoint(found[0]).get("args") or {}).get("keep_last_k")
+    return keep is not None and (keep <= 0 or len(found) < keep)
+
+
 def averaged_weights(
     exp_dir: Path, epoch: int = 0, avg: int = 1, iteration: int = 0, use_averaged_model: bool = True
 ) -> Dict[str, Any]:
@@ -194,7 +204,8 @@ def averaged_weights(
     ``--epoch E --avg A``: the mean of the weights after every batch between
     the end of epoch E-A (the start of training when E-A < 1) and the end of
     epoch E.  ``--iter B --avg A``: between ``checkpoint-B.pt`` and the A-th
-    ``checkpoint-*.pt`` before it.  With ``use_averaged_model=False`` the A
+    ``checkpoint-*.pt`` before it, or the start of training when there are
+    only A checkpoints up to B and ``--keep-last-k`` removed none.  With ``use_averaged_model=False`` the A
     checkpoints' final weights are averaged instead (icefall's plain mode).
 
     Returns ``model``, ``model_config``, ``desc`` (``epoch-E-avg-A`` or
@@ -206,6 +217,7 @@ def averaged_weights(
     exp_dir = Path(exp_dir)
     if avg < 1:
         raise ValueError(f"--avg must be >= 1, got {avg}")
+    iter_from_start = False
     if iteration > 0:
         desc = f"iter-{iteration}-avg-{avg}"
         cands = [p for p in batch_checkpoints(exp_dir) if int(re.search(r"(\d+)\.pt$", p.name).group(1)) <= iteration]
@@ -213,7 +225,9 @@ def averaged_weights(
             have = ", ".join(p.name for p in batch_checkpoints(exp_dir)[:5]) or "none"
             raise FileNotFoundError(f"--iter {iteration}: {exp_dir}/checkpoint-{iteration}.pt not found (newest: {have})")
         need = avg + 1 if use_averaged_model else avg
-        if len(cands) < need:
+        # the A-th checkpoint back is the first of the run: the interval starts with training
+        iter_from_start = use_averaged_model and len(cands) == avg and _all_checkpoints_kept(exp_dir)
+        if len(cands) < need and not iter_from_start:
             raise FileNotFoundError(
                 f"--iter {iteration} --avg {avg} needs {need} checkpoint-*.pt files at or before batch {iteration} "
                 f"in {exp_dir}, found {len(cands)} (older ones may have been removed by --keep-last-k)"
@@ -230,7 +244,7 @@ def averaged_weights(
     if use_averaged_model:
         end = load_checkpoint(paths[-1])
         _check_trained(end, paths[-1].name)
-        from_start = iteration <= 0 and epoch - avg < 1
+        from_start = iter_from_start if iteration > 0 else epoch - avg < 1
         start = None if from_start else load_checkpoint(paths[0])
         weights = average_between(start, end)
         first_b = 1 if start is None else _avg_batches(start, paths[0].name) + 1

@@ -26,6 +26,8 @@
 #   --publish true|false       stage 5 copies the models into --out-dir [false]
 #   --out-dir DIR              where stage 5 publishes [egs/synth/pretrained]
 #   --seed N                   [42]
+#   --latency-chunks "C ..."   chunk sizes whose caption latency stage 4 measures ["16 32 64"]
+#   --latency-utts N           test utterances for the latency measurement [50]
 #   Extra training options for both models: --train-opts "..." [the tiny defaults of train.py]
 #
 # Stages:
@@ -33,7 +35,8 @@
 #   1  norm model (tiny streaming encoder, N only)
 #   2  conditioned model, encoder and predictor/joiner initialised from the norm model
 #   3  decode test and test_ood with both models (greedy, simulated streaming chunk 32, left 128)
-#   4  ONNX export of the conditioned model (fp32 + int8) and its streaming RTF
+#   4  ONNX export of the conditioned model (fp32 + int8), its streaming RTF, and the
+#      latency/stability of its captions per chunk size (extra exports, not shipped)
 #   5  publish: egs/synth/pretrained/ (ONNX, tokens, bpe.model, fp16 weights of both, MODEL_CARD.md)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,6 +55,8 @@ publish=false
 out_dir=egs/synth/pretrained
 seed=42
 train_opts=""
+latency_chunks="16 32 64"
+latency_utts=50
 
 cmdline="bash egs/synth/pretrain.sh $*"
 . local/parse_options.sh
@@ -146,6 +151,19 @@ if run_this 4; then
   python3 export/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
     --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1,2 --int8 false,true --max-utterances 100 \
     --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
+  # latency and stability of the captions per chunk size (exports at 16 and 64 beside the shipped 32)
+  systems=(--system "chunk-$chunk=$exp_dir/conditioned/onnx")
+  for c in $latency_chunks; do
+    [ "$c" = "$chunk" ] && continue
+    rm -rf "$exp_dir/conditioned/onnx_chunk$c"
+    python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
+      --tokens "$bpe_dir/tokens.txt" --chunk-size "$c" --left-context-frames $left --int8 false \
+      --output-dir "$exp_dir/conditioned/onnx_chunk$c"
+    systems+=(--system "chunk-$c=$exp_dir/conditioned/onnx_chunk$c")
+  done
+  python3 export/measure_rtf.py "${systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1 \
+    --int8 false --max-utterances "$latency_utts" --latency true \
+    --output-md "$exp_dir/latency.md" --output-json "$exp_dir/latency.json"
 fi
 
 if run_this 5; then

@@ -140,6 +140,8 @@ def main() -> None:
     if total_mb > args.max_mb:
         raise SystemExit(f"The pretrained files take {total_mb:.1f} MB, more than --max-mb {args.max_mb}")
     rtf = (args.exp_dir / "rtf.md").read_text() if (args.exp_dir / "rtf.md").exists() else "(not measured)\n"
+    latency = args.exp_dir / "latency.md"
+    latency = latency.read_text().split("\n\n")[-1] if latency.exists() else "(not measured)\n"
     stats = (args.data_dir / "stats.md").read_text() if (args.data_dir / "stats.md").exists() else ""
 
     lines = ["# Pretrained models: tiny streaming Zipformer transducers on the synthetic corpus", "",
@@ -147,7 +149,7 @@ def main() -> None:
              "## Files", "",
              "| file | what |", "|---|---|",
              "| `encoder-*.onnx`, `decoder-*.onnx`, `joiner-*.onnx` (+ `.int8.onnx`) | the conditioned model, "
-             "streaming export (chunk 32, left context 128), sherpa-onnx layout |",
+             "streaming export (chunk 32 = 640 ms, left context 128), sherpa-onnx layout |",
              "| `tokens.txt`, `bpe.model` | tokens of the ONNX models, sentencepiece model |",
              "| `conditioned.pt`, `norm.pt` | averaged PyTorch weights (fp16) for `train.py --init-from` |", "",
              f"Total {total_mb:.1f} MB.", "", "## Training", ""]
@@ -174,7 +176,13 @@ def main() -> None:
               "```", "",
               "sherpa-onnx loads `encoder-*.onnx`, `decoder-P-*.onnx` (or `-N-`), `joiner-P-*.onnx` and "
               "`tokens.txt` as a streaming transducer (one mode per recognizer).", "",
-              "## Streaming RTF (onnxruntime, this machine)", "", rtf.strip(), "", "## Data", "",
+              "## Streaming RTF (onnxruntime, this machine)", "", rtf.strip(), "",
+              "## Caption latency and stability per chunk size", "",
+              "From `export/measure_rtf.py --latency true` on test utterances fed in 0.1 s pieces "
+              "(`zipformer_pc/runtime/latency.py`): delay from a word's end in the final hypothesis to "
+              "when it is shown for good (mean / p50 / p90; p90 with compute time); marks after their word; "
+              "words that grow after being shown, and revisions (greedy search never revises).", "",
+              latency.strip(), "", "## Data", "",
               f"Synthetic speech: Debian TTS voices (espeak-ng, flite, festival) reading Jane Austen, with per-utterance "
               f"pitch and tempo perturbation (sox); `test_ood` uses other voices reading Moby Dick.", ""]
     for part, names in voices.items():
@@ -184,7 +192,8 @@ def main() -> None:
               "other accents, noise or far-field audio.",
               "* Domain: 19th-century English prose; vocabulary outside it (names, numbers, modern words) is weak.",
               f"* Punctuation: {marks_note(args.data_dir)}",
-              "* The ONNX export is fixed to chunk 32 (320 ms) and left context 128 frames.",
+              "* The ONNX export is fixed to chunk 32 (640 ms of audio per encoder call) and left context 128 "
+              "frames; export again for another chunk size (the latency table above shows the trade-off).",
               "* A tiny model (5.5M parameters) trained on a CPU for hours, not a GPU for days.", ""]
     (staging / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")
     shutil.rmtree(out, ignore_errors=True)
