@@ -24,6 +24,7 @@ project's budget for shipped models).
 import argparse
 import gzip
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -100,6 +101,27 @@ def marks_note(data_dir: Path) -> str:
             + "; other marks are dropped from its references.")
 
 
+TRAIN_OPTIONS = ("encoder", "max_duration", "base_lr", "lr_batches", "lr_epochs", "warmup_batches", "loss",
+                 "ctc_loss_scale", "spec_augment", "convnext_hidden_ratio", "seed")
+
+
+def training_story(exp: Path, args: dict) -> List[str]:
+    """The options a model was trained with (its last run's) and the schedule
+    changes its logs record on resumption."""
+    opts = " ".join(f"--{k.replace('_', '-')} {args[k]}" for k in TRAIN_OPTIONS if args.get(k) is not None)
+    out = [f"  options: `{opts}`"] if opts else []
+    resumed_at = None
+    for log in sorted((exp / "log").glob("log-train-*")):
+        for line in log.read_text(errors="replace").splitlines():
+            m = re.search(r"Resuming from batch (\d+)", line)
+            if m:
+                resumed_at = m.group(1)
+            m = re.search(r"Resuming with a new schedule: (.*)$", line)
+            if m:
+                out.append(f"  at batch {resumed_at}: {m.group(1)}")
+    return out
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -145,7 +167,9 @@ def main() -> None:
     stats = (args.data_dir / "stats.md").read_text() if (args.data_dir / "stats.md").exists() else ""
 
     lines = ["# Pretrained models: tiny streaming Zipformer transducers on the synthetic corpus", "",
-             f"Written by `egs/synth/publish_pretrained.py` (commit {git_commit()}); trained by `{args.command}`.", "",
+             f"Trained by stages 1-2 of `egs/synth/pretrain.sh` (run in the background for hours, resumed across "
+             f"sessions; the options below); decoded, measured and published by `{args.command}` "
+             f"(commit {git_commit()}).", "",
              "## Files", "",
              "| file | what |", "|---|---|",
              "| `encoder-*.onnx`, `decoder-*.onnx`, `joiner-*.onnx` (+ `.int8.onnx`) | the conditioned model, "
@@ -159,6 +183,7 @@ def main() -> None:
         lines.append(f"* **{name}**: {c['batches']} batches, {c['minutes']:.0f} min of training{threads} on a "
                      f"2-core CPU (validation excluded), {c['audio_hours']:.1f} h of audio seen; "
                      f"weights: {c['how']} ({c['desc']}).")
+        lines += training_story(args.exp_dir / name, c["args"])
     lines += ["", "The conditioned model started from the norm model (encoder, predictor, joiner); "
               "the P mode embedding started fresh.", "",
               "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", "",
