@@ -83,7 +83,7 @@ dir=$data_dir/$dataset
 mkdir -p "$dir"
 python3 - "$dir/punct_config.json" <<'EOF'
 import json, sys
-from zipformer_pc.references import SYNTH_PUNCT
+from zipformer_pc.data.references import SYNTH_PUNCT
 from zipformer_pc.text import DEFAULT_PUNCT
 cfg = {"synth": {"keep": list(SYNTH_PUNCT.keep), "map": dict(SYNTH_PUNCT.mapping)},
        "librispeech": {"keep": list(DEFAULT_PUNCT.keep), "map": dict(DEFAULT_PUNCT.mapping)}}

@@ -150,8 +150,8 @@ def build_random_export(args: argparse.Namespace, out_dir: Path, calibration: np
     """Export a random model (fp32 + int8) to ``out_dir``; returns its description and parameter count."""
     import torch
 
-    from zipformer_pc.model import HeadConfig, build_model, make_model_config
-    from zipformer_pc.onnx_export import export_model
+    from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
+    from zipformer_pc.export.onnx_export import export_model
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)

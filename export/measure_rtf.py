@@ -56,9 +56,9 @@ import numpy as np
 
 from zipformer_pc.metrics import score_corpus
 from zipformer_pc.modes import MODE_NAMES, RESTORED_FROM, RUNTIME_ORDER
-from zipformer_pc.references import get_n, get_p
+from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.runtime import StreamingRecognizer, find_model_files
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 METRICS = ("wer", "punc_er", "case_er", "pc_wer")
 MD_COLUMNS = ("system", "model type", "threads", "precision", "RTF", "both/single", "WER", "PuncER", "CaseER",

@@ -7,8 +7,8 @@ Usage:
       --cuts-out data/synth/fbank/synth_cuts_train_p0.2_pauto.jsonl.gz
 
 Every supervision gets ``custom["text_p_auto"]`` = the restoration model's
-P of its N text (``supervision.text``), which ``zipformer_pc.train
---use-auto-punct true`` trains on (zipformer_pc.references.get_p(sup,
+P of its N text (``supervision.text``), which ``zipformer_pc.training.train
+--use-auto-punct true`` trains on (zipformer_pc.data.references.get_p(sup,
 use_auto=True)).  The true P (``custom["text_p"]``) and everything else
 are kept as they are, and every cut is written, in the input order.
 Supervisions whose N text has no word get no P' and are counted (the log
@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import List
 
-from zipformer_pc.references import P_AUTO_KEY, P_KEY, get_n
+from zipformer_pc.data.references import P_AUTO_KEY, P_KEY, get_n
 from zipformer_pc.restore import load_restorer
 
 

@@ -3,9 +3,9 @@
 
 Usage:
   # one command: a module (as for python -m) or a script path, then its arguments
-  python local/check_args.py zipformer_pc.train --train-cuts a.jsonl.gz --valid-cuts b.jsonl.gz \
+  python local/check_args.py zipformer_pc.training.train --train-cuts a.jsonl.gz --valid-cuts b.jsonl.gz \
       --bpe-model bpe.model --exp-dir exp/x --model-type conditioned
-  python local/check_args.py -m zipformer_pc.decode --exp-dir exp/x --bpe-model bpe.model --test-sets t=t.jsonl.gz
+  python local/check_args.py -m zipformer_pc.decoding.decode --exp-dir exp/x --bpe-model bpe.model --test-sets t=t.jsonl.gz
   python local/check_args.py export/export_onnx.py --exp-dir exp/x --tokens tokens.txt --int8 true
   python local/check_args.py prepare.sh --dataset librispeech --stage 0 --stop-stage 6
 

@@ -6,7 +6,7 @@ Usage (egs/synth/run.sh stage 6 calls it):
       --results-dir egs/synth --num-epochs 8 --avg 3 --command "bash run.sh"
 
 Reads ``EXP_DIR/systems.tsv`` (the recipe's list of systems), every system's
-``greedy_search/recogs-*`` files written by ``zipformer_pc.decode``, the
+``greedy_search/recogs-*`` files written by ``zipformer_pc.decoding.decode``, the
 streaming RTF table of ``export/measure_rtf.py`` (``EXP_DIR/rtf.json``) and the
 stage timings (``EXP_DIR/timing.tsv``), and writes ``RESULTS_DIR/RESULTS.md``
 and ``RESULTS_DIR/figures/*.png``:

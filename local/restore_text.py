@@ -20,7 +20,7 @@ import sys
 import time
 
 from zipformer_pc.restore import load_restorer
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 
 def get_parser() -> argparse.ArgumentParser:

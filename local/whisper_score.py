@@ -54,10 +54,10 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus
-from zipformer_pc.references import get_n, get_p
+from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.text import PunctConfig, normalized, parse_punct_args, punctuated
 from zipformer_pc.transcripts import write_transcripts
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_PACKAGE = 3

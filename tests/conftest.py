@@ -32,7 +32,7 @@ def trained_tiny_model(tiny_corpus, tmp_path_factory):
 
     exp_dir = tmp_path_factory.mktemp("trained_tiny")
     cmd = [
-        sys.executable, "-m", "zipformer_pc.train", "--exp-dir", str(exp_dir),
+        sys.executable, "-m", "zipformer_pc.training.train", "--exp-dir", str(exp_dir),
         "--train-cuts", str(tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"),
         "--valid-cuts", str(tiny_corpus / "fbank" / "synth_cuts_dev.jsonl.gz"),
         "--bpe-model", str(tiny_corpus / "lang_bpe_120" / "bpe.model"),

@@ -18,9 +18,9 @@ for _p in (ROOT / "export", ROOT / "benchmarks"):
 import measure_rtf  # noqa: E402
 import sherpa_vs_ours  # noqa: E402
 from zipformer_pc.metrics import score_corpus  # noqa: E402
-from zipformer_pc.model import HeadConfig, build_model, make_model_config  # noqa: E402
-from zipformer_pc.onnx_export import export_model  # noqa: E402
-from zipformer_pc.references import P_KEY  # noqa: E402
+from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config  # noqa: E402
+from zipformer_pc.export.onnx_export import export_model  # noqa: E402
+from zipformer_pc.data.references import P_KEY  # noqa: E402
 from zipformer_pc.runtime import StreamingRecognizer, find_model_files  # noqa: E402
 
 CHUNK, LEFT = 32, 64

@@ -2,7 +2,7 @@
 
 Covers local/prepare_synth_text.py (paragraph, abbreviation, sentence and
 utterance handling, selection, R data reading), local/make_subsets.py
-(encoder frames, ranking), zipformer_pc.references, local/synthesize.py
+(encoder frames, ranking), zipformer_pc.data.references, local/synthesize.py
 (prosody) and local/tts.py (tool check).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from zipformer_pc.references import (
+from zipformer_pc.data.references import (
     P_KEY,
     RAW_KEY,
     SYNTH_PUNCT,

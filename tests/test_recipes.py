@@ -44,16 +44,16 @@ def train_args(exp: Path):
 
 def test_check_args_accepts_good_arguments_and_runs_nothing(check_args, tmp_path, capsys):
     exp = tmp_path / "exp"
-    assert check_args.main(["zipformer_pc.train", *train_args(exp), "--model-type", "conditioned",
+    assert check_args.main(["zipformer_pc.training.train", *train_args(exp), "--model-type", "conditioned",
                             "--world-size", "4", "--use-fp16", "true", "--punct-proportion", "0.2"]) == 0
-    assert check_args.main(["-m", "zipformer_pc.decode", "--exp-dir", str(exp), "--epoch", "40", "--avg", "15",
+    assert check_args.main(["-m", "zipformer_pc.decoding.decode", "--exp-dir", str(exp), "--epoch", "40", "--avg", "15",
                             "--bpe-model", "bpe.model", "--test-sets", "test-clean=t.jsonl.gz",
                             "--decoding-method", "modified_beam_search", "--chunk-size", "32",
                             "--left-context-frames", "128"]) == 0
     assert check_args.main(["export/export_onnx.py", "--exp-dir", str(exp), "--epoch", "40", "--avg", "15",
                             "--tokens", "tokens.txt", "--int8", "true"]) == 0
     out = capsys.readouterr().out
-    assert out.count("OK ") == 3 and "OK zipformer_pc.train:" in out and "OK export/export_onnx.py:" in out
+    assert out.count("OK ") == 3 and "OK zipformer_pc.training.train:" in out and "OK export/export_onnx.py:" in out
     # train.py would create its log dir, decode.py its output dir, the export EXP/onnx
     assert not exp.exists()
 
@@ -61,17 +61,17 @@ def test_check_args_accepts_good_arguments_and_runs_nothing(check_args, tmp_path
 @pytest.mark.parametrize(
     "target, args, message",
     [
-        ("zipformer_pc.train", ["--no-such-option", "1"], "unrecognized arguments: --no-such-option 1"),
-        ("zipformer_pc.train", ["--model-type", "bogus"], "argument --model-type: invalid choice: 'bogus'"),
-        ("zipformer_pc.decode", ["--decoding-method", "beam_search"], "invalid choice: 'beam_search'"),
+        ("zipformer_pc.training.train", ["--no-such-option", "1"], "unrecognized arguments: --no-such-option 1"),
+        ("zipformer_pc.training.train", ["--model-type", "bogus"], "argument --model-type: invalid choice: 'bogus'"),
+        ("zipformer_pc.decoding.decode", ["--decoding-method", "beam_search"], "invalid choice: 'beam_search'"),
         ("export/export_onnx.py", ["--int8", "maybe"], "argument --int8: expected true/false, got 'maybe'"),
         ("export/export_onnx.py", ["--chunk-size", "x32"], "argument --chunk-size: invalid int value: 'x32'"),
     ],
 )
 def test_check_args_rejects_bad_options_and_choices(check_args, tmp_path, capsys, target, args, message):
     base = {
-        "zipformer_pc.train": train_args(tmp_path / "exp"),
-        "zipformer_pc.decode": ["--exp-dir", str(tmp_path / "exp"), "--bpe-model", "b", "--test-sets", "t=x"],
+        "zipformer_pc.training.train": train_args(tmp_path / "exp"),
+        "zipformer_pc.decoding.decode": ["--exp-dir", str(tmp_path / "exp"), "--bpe-model", "b", "--test-sets", "t=x"],
         "export/export_onnx.py": ["--exp-dir", str(tmp_path / "exp"), "--tokens", "tokens.txt"],
     }[target]
     assert check_args.main([target, *base, *args]) == 2
@@ -87,7 +87,7 @@ def test_check_args_reports_missing_required_option(check_args, capsys):
 
 
 def test_check_args_cli_exit_code_and_message():
-    r = run([PY, "local/check_args.py", "-m", "zipformer_pc.train", "--train-cuts", "a", "--valid-cuts", "b",
+    r = run([PY, "local/check_args.py", "-m", "zipformer_pc.training.train", "--train-cuts", "a", "--valid-cuts", "b",
              "--bpe-model", "c", "--exp-dir", "x", "--loss", "fancy"])
     assert r.returncode == 2
     assert "argument --loss: invalid choice: 'fancy'" in r.stderr
@@ -152,7 +152,7 @@ def test_check_args_commands_file(check_args, tmp_path, capsys):
     cmds = tmp_path / "cmds.txt"
     cmds.write_text(
         "# a comment\n"
-        f"python3 -m zipformer_pc.train {' '.join(train_args(tmp_path / 'e'))} --alpha 0.3\n"
+        f"python3 -m zipformer_pc.training.train {' '.join(train_args(tmp_path / 'e'))} --alpha 0.3\n"
         "python3 export/export_onnx.py --exp-dir e --tokens t --left-context-frames 128\n"
         "bash ./prepare.sh --dataset librispeech\n"
         "python3 export/later.py --anything 1\n"
@@ -162,11 +162,11 @@ def test_check_args_commands_file(check_args, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "4 command(s): 3 parse, 1 skipped (missing), 0 failed" in out
     with open(cmds, "a") as f:
-        f.write("python3 -m zipformer_pc.decode --exp-dir e --bpe-model b --test-sets t=x --beam-size four\n")
+        f.write("python3 -m zipformer_pc.decoding.decode --exp-dir e --bpe-model b --test-sets t=x --beam-size four\n")
     assert check_args.main(["--allow-missing", "export/later.py", "--commands-file", str(cmds)]) == 1
     cap = capsys.readouterr()
     assert "argument --beam-size: invalid int value: 'four'" in cap.out
-    assert "1 failed: line 7: zipformer_pc.decode" in cap.err
+    assert "1 failed: line 7: zipformer_pc.decoding.decode" in cap.err
 
 
 # ------------------------------------------------------ LibriSpeech dry run
@@ -183,8 +183,8 @@ def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
     r, cmds = dry_run(tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     exp = tmp_path / "exp"
-    train = [c for c in cmds if c.startswith("python3 -m zipformer_pc.train ")]
-    decode = [c for c in cmds if c.startswith("python3 -m zipformer_pc.decode ")]
+    train = [c for c in cmds if c.startswith("python3 -m zipformer_pc.training.train ")]
+    decode = [c for c in cmds if c.startswith("python3 -m zipformer_pc.decoding.decode ")]
     export = [c for c in cmds if c.startswith("python3 export/export_onnx.py ")]
     # 7 Table I + 4 fixed subsets + 4 random per-batch splits + 2 alpha values
     assert len(train) == 7 + 4 + 4 + 2
@@ -230,7 +230,7 @@ def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
     "args, message",
     [
         (["--stage", "1", "--stop-stage", "1", "--systems", "cond_p", "--train-extra", "--no-such-flag 1"],
-         "zipformer_pc.train: error: unrecognized arguments: --no-such-flag 1"),
+         "zipformer_pc.training.train: error: unrecognized arguments: --no-such-flag 1"),
         (["--stage", "4", "--stop-stage", "4", "--systems", "norm", "--whisper-model", "",
           "--decode-extra", "--chunk-size abc"],
          "argument --chunk-size: invalid int value: 'abc'"),
@@ -246,7 +246,7 @@ def test_librispeech_dry_run_fails_on_a_bad_argument(tmp_path, args, message):
 def test_librispeech_dry_run_stage_range(tmp_path):
     r, cmds = dry_run(tmp_path, "--stage", "2", "--stop-stage", "2")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert len(cmds) == 8 and all(c.startswith("python3 -m zipformer_pc.train ") for c in cmds)
+    assert len(cmds) == 8 and all(c.startswith("python3 -m zipformer_pc.training.train ") for c in cmds)
     assert all(re.search(r"--exp-dir \S+/cond_(p|rand)0\.[0-9]+ ", c) for c in cmds)
     r, _ = dry_run(tmp_path, "--stage", "3", "--stop-stage", "1")
     assert r.returncode == 2 and "--stage (3) is after --stop-stage (1)" in r.stderr

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from zipformer_pc.references import P_AUTO_KEY, P_KEY
+from zipformer_pc.data.references import P_AUTO_KEY, P_KEY
 from zipformer_pc.restore import (
     AUC,
     LC,

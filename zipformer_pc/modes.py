@@ -5,7 +5,7 @@ Every output of the recipe is one of two *modes*:
 * ``N`` (id ``MODE_N = 0``): normalized, lowercase, no punctuation;
 * ``P`` (id ``MODE_P = 1``): punctuated and cased.
 
-The ids are what the conditioned predictor embeds (``zipformer_pc.decoder``)
+The ids are what the conditioned predictor embeds (``zipformer_pc.model.decoder``)
 and what training, decoding and export pass around; the names are what files,
 ONNX metadata, command lines and transcripts use (``decoder-P.onnx``,
 ``--modes N,P``, ``{"P": ..., "N": ...}``).
@@ -61,7 +61,7 @@ class ModeRules:
         return sorted(modes)
 
 
-#: the four model types of ``zipformer_pc.model`` and their rules
+#: the four model types of ``zipformer_pc.model.transducer`` and their rules
 RULES: Dict[str, ModeRules] = {
     "punct": ModeRules(searched=(MODE_P,), derived=(MODE_N,)),
     "norm": ModeRules(searched=(MODE_N,), restorable=(MODE_P,)),

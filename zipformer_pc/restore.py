@@ -44,7 +44,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from zipformer_pc.metrics import score_corpus
-from zipformer_pc.references import get_p
+from zipformer_pc.data.references import get_p
 from zipformer_pc.runtime.restoration import (  # noqa: F401  (re-exported API)
     AUC,
     CASE_CLASSES,

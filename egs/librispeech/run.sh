@@ -49,7 +49,7 @@
 #   --parts LIST                  LibriSpeech parts [all seven: dev/test clean/other, the three train parts]
 #   --speed-perturb true|false    0.9x/1.1x training copies (prepare.sh) [false]
 #   --prep-nj N                   data preparation jobs [8]
-#   --encoder NAME                encoder config of zipformer_pc.train [paper]
+#   --encoder NAME                encoder config of zipformer_pc.training.train [paper]
 #   --world-size N                GPUs per training (DDP) [4]
 #   --use-fp16 true|false         mixed precision [true]
 #   --num-epochs N --avg A        training epochs; checkpoints averaged for decoding/export [40, 15]
@@ -291,7 +291,7 @@ train_system() {
     mkdir -p "$exp"
   fi
   # shellcheck disable=SC2086  # opts and train_extra are option lists
-  set -- python3 -m zipformer_pc.train --exp-dir "$exp" --model-type "$mtype" --encoder "$encoder" \
+  set -- python3 -m zipformer_pc.training.train --exp-dir "$exp" --model-type "$mtype" --encoder "$encoder" \
     --train-cuts "$manifest" --valid-cuts "$valid_cuts" --bpe-model "$bpe_dir/bpe.model" \
     --world-size "$world_size" --use-fp16 "$use_fp16" --num-epochs "$num_epochs" --start-epoch "$start" \
     --max-duration "$max_duration" --num-workers "$num_workers" --loss "$loss" \
@@ -341,7 +341,7 @@ if run_this 4; then
         fi
         # shellcheck disable=SC2086
         run_bg "decoding of $tag ($method)" "$exp/decode-$method${variant:+-$variant}.log" "$marker" "$want" \
-          python3 -m zipformer_pc.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
+          python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
           --use-averaged-model true --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" \
           --decoding-method "$method" --chunk-size "$chunk_size" --left-context-frames "$left_context_frames" \
           --max-duration "$decode_max_duration" --num-threads "$decode_threads" "${extra[@]}" $decode_extra

@@ -87,7 +87,7 @@ train() {
   [ -n "$b" ] && resume=(--start-batch "$b")
   log "Stage: $name ($mtype), until $minutes min of training${b:+, resuming from checkpoint-$b.pt}"
   # shellcheck disable=SC2086
-  python3 -m zipformer_pc.train --exp-dir "$exp" --model-type "$mtype" --encoder tiny \
+  python3 -m zipformer_pc.training.train --exp-dir "$exp" --model-type "$mtype" --encoder tiny \
     --train-cuts "$fbank/synth_cuts_train_p1.jsonl.gz" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
     --bpe-model "$bpe_dir/bpe.model" --num-epochs 1000 --max-minutes "$minutes" \
     --save-every-minutes "$save_minutes" --save-every-n 1000000000 --keep-last-k 12 \
@@ -114,7 +114,7 @@ if run_this 3; then
     b=$(newest "$exp_dir/$name")
     [ -n "$b" ] || die "$name has no checkpoint: run stages 1-2"
     log "Stage 3: decoding $name (--iter $b --avg $avg)"
-    python3 -m zipformer_pc.decode --exp-dir "$exp_dir/$name" --iter "$b" --avg "$avg" \
+    python3 -m zipformer_pc.decoding.decode --exp-dir "$exp_dir/$name" --iter "$b" --avg "$avg" \
       --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
       --chunk-size $chunk --left-context-frames $left --num-threads "$threads"
   done

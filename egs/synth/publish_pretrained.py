@@ -31,7 +31,7 @@ from typing import Dict, List
 
 import torch
 
-from zipformer_pc.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
+from zipformer_pc.training.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
 
 MODES = {"N": "wer", "P": "pc_wer"}
 
@@ -160,7 +160,7 @@ def main() -> None:
     lines += ["", "The conditioned model started from the norm model (encoder, predictor, joiner); "
               "the P mode embedding started fresh.", "",
               "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", "",
-              f"Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decode`), on `test` (the "
+              f"Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decoding.decode`), on `test` (the "
               f"training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick).", ""]
     for name in ("norm", "conditioned"):
         lines += metric_table(name, card[name]["metrics"]) + [""]
@@ -170,7 +170,7 @@ def main() -> None:
     lines += ["## Use", "", "```bash",
               "python export/onnx_streaming.py --model-dir egs/synth/pretrained speech.wav   # prints P and N",
               "python export/onnx_streaming.py --model-dir egs/synth/pretrained --int8 true --output out.tsv wavs/",
-              "python -m zipformer_pc.train ... --init-from egs/synth/pretrained/norm.pt   # fine-tune",
+              "python -m zipformer_pc.training.train ... --init-from egs/synth/pretrained/norm.pt   # fine-tune",
               "```", "",
               "sherpa-onnx loads `encoder-*.onnx`, `decoder-P-*.onnx` (or `-N-`), `joiner-P-*.onnx` and "
               "`tokens.txt` as a streaming transducer (one mode per recognizer).", "",

@@ -201,7 +201,7 @@ train_system() {
   done
   mkdir -p "$exp"
   # shellcheck disable=SC2086
-  set -- python3 -m zipformer_pc.train --exp-dir "$exp" --model-type "$mtype" --encoder "$encoder" \
+  set -- python3 -m zipformer_pc.training.train --exp-dir "$exp" --model-type "$mtype" --encoder "$encoder" \
     --train-cuts "$manifest" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
     --bpe-model "$bpe_dir/bpe.model" --num-epochs "$num_epochs" --start-epoch "$start" \
     --max-duration "$max_duration" --num-threads "$threads_per_job" --seed "$seed" \
@@ -244,7 +244,7 @@ if run_this 4; then
       fi
       # shellcheck disable=SC2086
       run_job "decoding of $tag" "$exp/decode${extra:+-cascade}.log" mark_after "$marker" "$want" \
-        python3 -m zipformer_pc.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
+        python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
         --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
         --chunk-size $chunk --left-context-frames $left --num-threads "$threads_per_job" $extra
     done

@@ -3,23 +3,23 @@
 
 Usage:
   # tiny conditioned model on the embedded corpus, CPU
-  python -m zipformer_pc.train --exp-dir egs/synth/exp/conditioned \
+  python -m zipformer_pc.training.train --exp-dir egs/synth/exp/conditioned \
       --train-cuts data/synth/fbank/synth_cuts_train_p1.jsonl.gz \
       --valid-cuts data/synth/fbank/synth_cuts_dev.jsonl.gz \
       --bpe-model data/synth/lang_bpe_256/bpe.model \
       --model-type conditioned --encoder tiny --num-epochs 10 --max-duration 200
 
   # paper-size model on LibriSpeech with 4 GPUs (DDP, fp16)
-  python -m zipformer_pc.train --world-size 4 --use-fp16 true --encoder paper \
+  python -m zipformer_pc.training.train --world-size 4 --use-fp16 true --encoder paper \
       --model-type two-decoder --exp-dir exp/two_decoder --num-epochs 40 \
       --train-cuts data/librispeech/fbank/librispeech_cuts_train_p1.jsonl.gz ...
 
   # resume: after epoch 3, or from checkpoint-6000.pt mid-epoch
-  python -m zipformer_pc.train ... --start-epoch 4
-  python -m zipformer_pc.train ... --start-batch 6000
+  python -m zipformer_pc.training.train ... --start-epoch 4
+  python -m zipformer_pc.training.train ... --start-batch 6000
 
 Model types (``--model-type``): punct, norm, two-decoder, conditioned
-(zipformer_pc.model).  Loss ``(1-alpha) L_N + alpha L_P`` (``--alpha``).
+(zipformer_pc.model.transducer).  Loss ``(1-alpha) L_N + alpha L_P`` (``--alpha``).
 Which utterances have a P reference comes from the training manifest (the
 fixed ``_pF`` subsets of prepare.sh), or, with ``--punct-proportion F``, from
 the paper's random per-batch split.  ``--use-auto-punct true`` trains on the
@@ -47,21 +47,22 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from zipformer_pc.checkpoint import (
+from zipformer_pc.training.checkpoint import (
     init_from_checkpoint,
     RunningAverage,
     load_checkpoint,
     remove_old_checkpoints,
     save_checkpoint,
 )
-from zipformer_pc.dataset import PCAsrDataset, Tokenizer
-from zipformer_pc.loss import LossConfig, resolve_backend
-from zipformer_pc.model import HeadConfig, Transducer, build_model, head_dim, make_model_config
+from zipformer_pc.data.dataset import PCAsrDataset
+from zipformer_pc.data.tokenizer import Tokenizer
+from zipformer_pc.model.loss import LossConfig, resolve_backend
+from zipformer_pc.model.transducer import HeadConfig, Transducer, build_model, head_dim, make_model_config
 from zipformer_pc.modes import MODEL_TYPES
-from zipformer_pc.optim import Eden, make_optimizer
-from zipformer_pc.references import any_auto_punct
-from zipformer_pc.zipformer import ENCODER_CONFIGS, count_parameters
-from zipformer_pc.utils import str2bool
+from zipformer_pc.training.optim import Eden, make_optimizer
+from zipformer_pc.data.references import any_auto_punct
+from zipformer_pc.model.zipformer import ENCODER_CONFIGS, count_parameters
+from zipformer_pc.options import str2bool
 
 ENCODER_FLAGS = (
     "num_encoder_layers", "downsampling_factor", "encoder_dim", "feedforward_dim", "num_heads",
@@ -114,7 +115,7 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--alpha", type=float, default=0.5, help="Weight of the punctuated loss L_P")
     g.add_argument("--loss", choices=["auto", "pruned", "full"], default=None,
                    help="auto: k2 pruned RNN-T when k2 imports, else torchaudio's full RNN-T; "
-                        "pruned without k2: the plain-PyTorch pruned RNN-T (zipformer_pc.pruned_rnnt) [per encoder]")
+                        "pruned without k2: the plain-PyTorch pruned RNN-T (zipformer_pc.model.pruned_rnnt) [per encoder]")
     g.add_argument("--prune-range", type=int, default=5)
     g.add_argument("--lm-scale", type=float, default=0.25)
     g.add_argument("--am-scale", type=float, default=0.0)

@@ -2,17 +2,17 @@
 """Decode test sets in both output modes and write icefall-style results.
 
 Usage:
-  python -m zipformer_pc.decode --exp-dir egs/synth/exp/conditioned --epoch 10 --avg 3 \
+  python -m zipformer_pc.decoding.decode --exp-dir egs/synth/exp/conditioned --epoch 10 --avg 3 \
       --bpe-model data/synth/lang_bpe_256/bpe.model \
       --test-sets test=data/synth/fbank/synth_cuts_test.jsonl.gz,test_ood=data/synth/fbank/synth_cuts_test_ood.jsonl.gz \
       --decoding-method modified_beam_search --beam-size 4
 
   # simulated streaming (masked full-utterance forward) with a causal model
-  python -m zipformer_pc.decode ... --chunk-size 32 --left-context-frames 128
+  python -m zipformer_pc.decoding.decode ... --chunk-size 32 --left-context-frames 128
   # true chunk-by-chunk decoding with the encoder's streaming_forward
-  python -m zipformer_pc.decode ... --chunk-size 32 --left-context-frames 128 --streaming true
+  python -m zipformer_pc.decoding.decode ... --chunk-size 32 --left-context-frames 128 --streaming true
   # cascade: a norm model's N output restored to P by the restoration model (prepare.sh stage 6)
-  python -m zipformer_pc.decode --exp-dir egs/synth/exp/norm ... --restore-model data/synth/restore/p1/restore.onnx
+  python -m zipformer_pc.decoding.decode --exp-dir egs/synth/exp/norm ... --restore-model data/synth/restore/p1/restore.onnx
 
 Output modes: N and P from ``two-decoder`` (each head) and ``conditioned``
 (each mode); P from ``punct`` with N derived by the shared normalization;
@@ -40,13 +40,14 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from zipformer_pc.beam_search import search
-from zipformer_pc.checkpoint import load_model_for_inference
-from zipformer_pc.dataset import PCAsrDataset, Tokenizer
+from zipformer_pc.decoding.beam_search import search
+from zipformer_pc.training.checkpoint import load_model_for_inference
+from zipformer_pc.data.dataset import PCAsrDataset
+from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
     parse_modes, rules, search_mode_for
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
 
