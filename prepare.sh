@@ -207,9 +207,9 @@ if run_stage 6 restore "$opts"; then
     exp=$dir/restore/$sub
     # trained on the P text of the training cuts that keep P in this subset only
     # (never on dev/test text: dev picks the checkpoint, test sets are only scored)
-    python3 local/train_restoration.py --train-cuts "$dir/fbank/${train_stem}_${sub}.jsonl.gz" \
+    python3 -m zipformer_pc.restoration.train --train-cuts "$dir/fbank/${train_stem}_${sub}.jsonl.gz" \
       "${valid_args[@]}" --test-sets "$test_sets" --exp-dir "$exp" --seed "$seed" --num-threads 1
-    python3 local/export_restoration_onnx.py --checkpoint "$exp/best-valid-loss.pt" --output "$exp/restore.onnx"
+    python3 -m zipformer_pc.restoration.export --checkpoint "$exp/best-valid-loss.pt" --output "$exp/restore.onnx"
     # P' for every filtered training cut, beside its true P (custom text_p_auto)
     python3 local/add_auto_punct.py --onnx "$exp/restore.onnx" --num-threads "$nj" \
       --cuts-in "$dir/fbank/${train_stem}_filtered.jsonl.gz" \

@@ -12,7 +12,7 @@ Usage:
 ``--system NAME=MODEL_DIR[:RESTORE_ONNX]`` (repeatable): MODEL_DIR holds one
 export of ``export/export_onnx.py`` (``encoder*.onnx``, ``decoder-{P,N}*``,
 ``joiner-{P,N}*``, ``tokens.txt``, and the ``*.int8.onnx`` copies for
-``--int8 true``).  With a restoration model (``zipformer_pc.restore``'s ONNX
+``--int8 true``).  With a restoration model (``zipformer_pc.restoration``'s ONNX
 export) the system is a cascade: the model's N output is restored to P by
 :class:`zipformer_pc.runtime.restoration.OnnxRestorer`, and the restoration time
 counts in the RTF.

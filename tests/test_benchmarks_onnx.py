@@ -47,17 +47,19 @@ def _random_export(model_type: str, tokens: Path, out: Path, calibration: np.nda
 
 
 def _restoration_onnx(path: Path) -> Path:
-    """A tiny untrained restoration model exported the way zipformer_pc.restore does."""
-    from zipformer_pc.restore import (ModelConfig, PieceEncoder, RestorationModel, export_onnx, make_meta,
-                                      save_checkpoint, train_sentencepiece)
+    """A tiny untrained restoration model exported the way zipformer_pc.restoration does."""
+    from zipformer_pc.restoration.data import train_sentencepiece
+    from zipformer_pc.restoration.export import export_onnx
+    from zipformer_pc.restoration.model import RestorationConfig, RestorationModel, make_meta, save_restoration_checkpoint
+    from zipformer_pc.runtime.restoration import PieceEncoder
     from zipformer_pc.text import DEFAULT_PUNCT
 
     lines = [" ".join(f"w{(i * 7 + k) % 40} x{(i + k) % 30}" for k in range(6)) for i in range(60)]
     spm_model = train_sentencepiece(lines, 40)
     torch.manual_seed(0)
-    model = RestorationModel(ModelConfig(vocab_size=PieceEncoder(spm_model).vocab_size, d_model=32, num_layers=1,
+    model = RestorationModel(RestorationConfig(vocab_size=PieceEncoder(spm_model).vocab_size, d_model=32, num_layers=1,
                                          num_heads=2, ff_dim=64, kernel_size=3, dropout=0.0)).eval()
-    save_checkpoint(path.with_suffix(".pt"), model, spm_model, make_meta(DEFAULT_PUNCT, {}), {})
+    save_restoration_checkpoint(path.with_suffix(".pt"), model, spm_model, make_meta(DEFAULT_PUNCT, {}), {})
     export_onnx(str(path.with_suffix(".pt")), str(path))
     return path
 

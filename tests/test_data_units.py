@@ -389,7 +389,7 @@ def test_get_p_has_p_and_auto():
     c = _cut({P_KEY: "Well, said he.", RAW_KEY: '"Well," said he.', "text_p_auto": "Well said he."})
     sup = c.supervisions[0]
     assert get_p(sup) == "Well, said he."
-    assert get_p(sup, use_auto=True) == "Well said he."
+    assert get_p(sup, use_auto_punct=True) == "Well said he."
     assert get_n(sup) == "well said he"
     assert has_p(c)
     assert not has_p(_cut(None))

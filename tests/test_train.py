@@ -135,12 +135,12 @@ def test_init_from_a_norm_checkpoint_with_auxiliary_ctc(tiny_corpus, tmp_path):
 def test_auto_punct_training_validates_on_true_p_when_dev_has_no_p_auto(tiny_corpus, tmp_path):
     from lhotse import CutSet, load_manifest_lazy
 
-    from zipformer_pc.data.references import P_AUTO_KEY, P_KEY, any_auto_punct
+    from zipformer_pc.data.references import AUTO_PUNCT_KEY, P_KEY, any_auto_punct
 
     cuts = []
     for c in load_manifest_lazy(tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"):
         for s in c.supervisions:
-            s.custom[P_AUTO_KEY] = s.custom[P_KEY].rstrip(".?") + "."  # a P' that differs from P
+            s.custom[AUTO_PUNCT_KEY] = s.custom[P_KEY].rstrip(".?") + "."  # a P' that differs from P
         cuts.append(c)
     train = tmp_path / "train_pauto.jsonl.gz"
     CutSet.from_cuts(cuts).to_file(train)

@@ -197,7 +197,7 @@ def test_each_mode_scores_its_own_reference_far_above_the_other(memorised_model,
 
     from zipformer_pc.training.checkpoint import load_model_for_inference
     from zipformer_pc.data.dataset import PCAsrDataset
-from zipformer_pc.data.tokenizer import Tokenizer
+    from zipformer_pc.data.tokenizer import Tokenizer
     from zipformer_pc.modes import MODE_N, MODE_P
     from zipformer_pc.model.loss import LossConfig
 

@@ -18,7 +18,7 @@ Per model type (``--model-type``) a mode is reached in one of three ways:
 * *derived*: computed from another mode's text, with no search: a ``punct``
   model's N is :func:`zipformer_pc.text.normalized` of its P;
 * *restorable*: only with a separate restoration model (the cascade): a
-  ``norm`` model's N restored to P by ``zipformer_pc.restore``.
+  ``norm`` model's N restored to P by ``zipformer_pc.restoration``.
 
 This module imports nothing heavy (no torch, no lhotse, not even
 ``zipformer_pc.text`` until :func:`derive` runs): the streaming runtime

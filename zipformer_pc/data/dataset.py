@@ -8,7 +8,7 @@ split withholds it).
 
 import hashlib
 import random
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import torch
 

@@ -163,7 +163,7 @@ def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restore
                 text = tokenizer.decode(h)
                 hyps[m][cid] = derive(m, text) if derived else text
         if restorer is not None:
-            from zipformer_pc.restore import cascade_restore
+            from zipformer_pc.restoration.apply import cascade_restore
 
             for m, source in RESTORED_FROM.items():
                 if m in modes:
@@ -207,7 +207,7 @@ def main() -> None:
     if args.restore_model:
         if not rules(model.model_type).restorable:
             raise SystemExit(f"--restore-model makes a cascade from a norm model, not a {model.model_type} model")
-        from zipformer_pc.restore import load_restorer
+        from zipformer_pc.restoration.model import load_restorer
 
         path = args.restore_model
         restorer = load_restorer(onnx=path, num_threads=args.num_threads) if path.endswith(".onnx") else \

@@ -371,10 +371,10 @@ def run(rank: int, world_size: int, args) -> None:
                                                 **sampler_opts)
     else:
         train_sampler = DynamicCutSampler(load_manifest_lazy(args.train_cuts), **sampler_opts)
-    valid_auto = args.use_auto_punct and any_auto_punct(load_manifest_lazy(args.valid_cuts))
-    if args.use_auto_punct and not valid_auto and rank == 0:
+    valid_auto_punct = args.use_auto_punct and any_auto_punct(load_manifest_lazy(args.valid_cuts))
+    if args.use_auto_punct and not valid_auto_punct and rank == 0:
         logging.info("The validation cuts carry no P' reference: mode P is validated on their true P")
-    valid_ds = PCAsrDataset(tokenizer, use_auto_punct=valid_auto, seed=args.seed)
+    valid_ds = PCAsrDataset(tokenizer, use_auto_punct=valid_auto_punct, seed=args.seed)
     valid_sampler = DynamicBucketingSampler(
         load_manifest_lazy(args.valid_cuts), max_duration=args.max_duration, shuffle=False,
         num_buckets=2, world_size=world_size, rank=rank,
