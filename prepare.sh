@@ -58,7 +58,7 @@ proportions=1.0,0.5,0.35,0.2,0.05
 parts=dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500
 restore_subsets=p1
 
-. local/parse_options.sh
+. tools/parse_options.sh
 . ./path.sh
 
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (prepare.sh) $*"; }

@@ -13,7 +13,7 @@ from zipformer_pc.export import onnx_export
 
 
 def get_parser():
-    """The export's parser (a top-level function, so local/check_args.py can check calls of this script)."""
+    """The export's parser (a top-level function, so tools/check_args.py can check calls of this script)."""
     return onnx_export.get_parser()
 
 

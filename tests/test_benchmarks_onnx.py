@@ -1,4 +1,4 @@
-"""export/measure_rtf.py (streaming RTF + scores of exported models, cascade
+"""scoring/measure_rtf.py (streaming RTF + scores of exported models, cascade
 included) and benchmarks/sherpa_vs_ours.py, on tiny random models and cuts."""
 
 import json
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-for _p in (ROOT / "export", ROOT / "benchmarks"):
+for _p in (ROOT / "scoring", ROOT / "benchmarks"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 

@@ -1,4 +1,4 @@
-"""local/check_args.py, the LibriSpeech recipe's dry run, and local/whisper_score.py."""
+"""tools/check_args.py, the LibriSpeech recipe's dry run, and scoring/whisper_score.py."""
 
 import importlib.util
 import json
@@ -26,7 +26,7 @@ def load_script(rel: str):
 
 @pytest.fixture(scope="module")
 def check_args():
-    return load_script("local/check_args.py")
+    return load_script("tools/check_args.py")
 
 
 def run(cmd, env=None, timeout=120):
@@ -87,7 +87,7 @@ def test_check_args_reports_missing_required_option(check_args, capsys):
 
 
 def test_check_args_cli_exit_code_and_message():
-    r = run([PY, "local/check_args.py", "-m", "zipformer_pc.training.train", "--train-cuts", "a", "--valid-cuts", "b",
+    r = run([PY, "tools/check_args.py", "-m", "zipformer_pc.training.train", "--train-cuts", "a", "--valid-cuts", "b",
              "--bpe-model", "c", "--exp-dir", "x", "--loss", "fancy"])
     assert r.returncode == 2
     assert "argument --loss: invalid choice: 'fancy'" in r.stderr
@@ -214,12 +214,12 @@ def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
                     "test-clean=data/librispeech/fbank/librispeech_cuts_test-clean.jsonl.gz"):
             assert opt in c, (opt, c)
     assert len(export) == 17 and all("--int8 true" in c for c in export)
-    rtf = [c for c in cmds if "export/measure_rtf.py" in c]
+    rtf = [c for c in cmds if "scoring/measure_rtf.py" in c]
     assert len(rtf) == 1 and rtf[0].count("--system ") == 4
     assert "--num-threads 1,2 " in rtf[0] and "--int8 false,true " in rtf[0]
     assert f"--system cascade={exp}/norm/onnx:data/librispeech/restore/p1/restore.onnx " in rtf[0]
-    assert sum("local/make_results.py" in c for c in cmds) == 1
-    assert sum("local/whisper_score.py" in c for c in cmds) == 2
+    assert sum("scoring/make_results.py" in c for c in cmds) == 1
+    assert sum("scoring/whisper_score.py" in c for c in cmds) == 2
     prep = [c for c in cmds if "prepare.sh" in c]
     assert len(prep) == 1 and "--dataset librispeech" in prep[0] and "--vocab-size 500" in prep[0]
     assert len(cmds) == 75
@@ -283,7 +283,7 @@ FAKE_OUTPUT = {16000: "Hello world! How are you?", 8000: " It's fine."}
 
 
 def test_whisper_score_scores_with_the_project_text_and_metrics(tmp_path, monkeypatch):
-    ws = load_script("local/whisper_score.py")
+    ws = load_script("scoring/whisper_score.py")
     cuts = write_two_cuts(tmp_path)
     seen = []
 
@@ -322,7 +322,7 @@ def fake_whisper_pkg(tmp_path: Path, body: str) -> dict:
 
 
 def whisper_cmd(tmp_path, cuts, *extra):
-    return [PY, "local/whisper_score.py", "--cuts", str(cuts), "--output-dir", str(tmp_path / "out"), *extra]
+    return [PY, "scoring/whisper_score.py", "--cuts", str(cuts), "--output-dir", str(tmp_path / "out"), *extra]
 
 
 def test_whisper_score_without_the_package(tmp_path):
@@ -379,6 +379,6 @@ def test_whisper_score_without_weights_never_downloads(tmp_path):
 
 
 def test_whisper_score_has_get_parser():
-    ws = load_script("local/whisper_score.py")
+    ws = load_script("scoring/whisper_score.py")
     args = ws.get_parser().parse_args(["--cuts", "c", "--output-dir", "o"])
     assert args.model == "base" and args.allow_download is False

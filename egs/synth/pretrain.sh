@@ -54,7 +54,7 @@ seed=42
 train_opts=""
 
 cmdline="bash egs/synth/pretrain.sh $*"
-. local/parse_options.sh
+. tools/parse_options.sh
 . ./path.sh
 
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (egs/synth/pretrain.sh) $*"; }
@@ -128,7 +128,7 @@ if run_this 4; then
   python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
     --tokens "$bpe_dir/tokens.txt" --chunk-size $chunk --left-context-frames $left --int8 true \
     --output-dir "$exp_dir/conditioned/onnx"
-  python3 export/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
+  python3 scoring/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
     --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1,2 --int8 false,true --max-utterances 100 \
     --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
 fi

@@ -2,7 +2,7 @@
 """Streaming real-time factor and accuracy of exported ONNX models (the paper's RTF column).
 
 Usage:
-  python export/measure_rtf.py \
+  python scoring/measure_rtf.py \
       --system cond_p=egs/synth/exp/cond_p/onnx \
       --system cascade=egs/synth/exp/norm/onnx:data/synth/restore/p1/restore.onnx \
       --cuts data/synth/fbank/synth_cuts_test.jsonl.gz \
@@ -41,7 +41,7 @@ utterances that have a P reference (``custom["text_p"]``).  A ``punct`` model's
 N output is its P output normalized.
 
 Prints a markdown table and writes it with ``--output-md``; ``--output-json``
-gets ``{"rows": [...]}`` with every figure (``local/make_results.py`` reads it).
+gets ``{"rows": [...]}`` with every figure (``scoring/make_results.py`` reads it).
 """
 
 import argparse
