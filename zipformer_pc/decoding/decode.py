@@ -42,7 +42,7 @@ import torch
 
 from zipformer_pc.decoding.beam_search import search
 from zipformer_pc.training.checkpoint import load_model_for_inference
-from zipformer_pc.data.dataset import PCAsrDataset
+from zipformer_pc.data.datamodule import PCAsrDataModule
 from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
@@ -130,12 +130,7 @@ def streaming_encode(encoder, feats: torch.Tensor, lens: torch.Tensor, chunk: in
 
 
 def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restorer=None) -> Dict[str, object]:
-    from lhotse import load_manifest_lazy
-    from lhotse.dataset import DynamicBucketingSampler
-
-    sampler = DynamicBucketingSampler(load_manifest_lazy(cuts_path), max_duration=args.max_duration,
-                                      shuffle=False, num_buckets=2)
-    dl = torch.utils.data.DataLoader(PCAsrDataset(tokenizer), sampler=sampler, batch_size=None, num_workers=0)
+    dl = PCAsrDataModule(tokenizer, args.max_duration).test_dataloader(cuts_path)
     hyps: Dict[int, Dict[str, str]] = {m: {} for m in modes}
     refs_n: Dict[str, str] = {}
     refs_p: Dict[str, Optional[str]] = {}
