@@ -26,15 +26,7 @@ from pathlib import Path
 from typing import List
 
 from zipformer_pc.data.references import get_n, get_p, has_p, withhold_p
-
-
-def encoder_frames(num_frames: int) -> int:
-    """Encoder output frames (25 Hz) for ``num_frames`` 100 Hz feature frames."""
-    import torch
-
-    from zipformer_pc.model.zipformer import ZipformerEncoder
-
-    return int(ZipformerEncoder.output_lengths(torch.tensor([num_frames]))[0])
+from zipformer_pc.features import encoder_frames
 
 
 def rank_key(seed: int, cut_id: str) -> bytes:

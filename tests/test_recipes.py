@@ -16,7 +16,7 @@ PY = sys.executable
 
 
 def load_script(rel: str):
-    """A local/ script as a module (local/ is not a package)."""
+    """A script of tools/ or scoring/ as a module (they are not packages)."""
     path = ROOT / rel
     spec = importlib.util.spec_from_file_location("_test_" + path.stem, path)
     module = importlib.util.module_from_spec(spec)

@@ -1,9 +1,13 @@
 # Sourced by the recipes (egs/*/run.sh) after tools/parse_options.sh: the
-# experiment plan (egs/systems.tsv), stage selection, logging and job control.
+# project's environment (path.sh), the experiment plan (egs/systems.tsv),
+# stage selection, logging and job control.
 #
-# The recipe sets before sourcing: recipe (its path, for messages), nj (jobs
-# run side by side), stage and stop_stage; dry_run=true (optional) prints
-# commands instead of running them and records them in $dry_list.
+# The recipe sets stage and stop_stage, and before running jobs nj (jobs run
+# side by side); dry_run=true (optional) prints commands instead of running
+# them and records them in $dry_list.
+
+. ./path.sh
+recipe=$0  # for messages
 
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') ($recipe) $*"; }
 die() { echo "$recipe: $*" >&2; exit 2; }

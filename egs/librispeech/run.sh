@@ -128,8 +128,6 @@ seed=42
 
 cmdline="bash egs/librispeech/run.sh $*"
 . tools/parse_options.sh
-. ./path.sh
-recipe=egs/librispeech/run.sh
 . tools/recipe.sh
 
 is_int() { case "$1" in ''|*[!0-9]*) return 1 ;; *) return 0 ;; esac; }

@@ -69,8 +69,6 @@ seed=42
 
 cmdline="bash egs/synth/run.sh $*"
 . tools/parse_options.sh
-. ./path.sh
-recipe=egs/synth/run.sh
 . tools/recipe.sh
 
 case "$quick" in
