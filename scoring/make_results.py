@@ -64,6 +64,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder", default="tiny")
     p.add_argument("--max-duration", default="")
     p.add_argument("--size", default="default")
+    p.add_argument("--corpus", default="the embedded synthetic corpus", help="what was trained on, for the title")
     p.add_argument("--seed", default="42")
     p.add_argument("--train-hours", default="", help="training speech per epoch, for the budget note")
     p.add_argument("--command", default="bash run.sh", help="the command that produced the runs")
@@ -294,7 +295,7 @@ def main() -> None:
     w = lines.append
     timing = read_timing(args.exp_dir)
     total = sum(t for _, t, _ in timing)
-    w("# Results: the embedded synthetic corpus" if args.size != "tiny" else "# Results: quick run (tiny corpus)")
+    w(f"# Results: {args.corpus}" if args.size != "tiny" else "# Results: quick run (tiny corpus)")
     w("")
     w(f"Produced by `{args.command}` on {datetime.date.today().isoformat()} ({code_version()}), "
       f"on {machine_description()}.")

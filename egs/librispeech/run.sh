@@ -329,7 +329,7 @@ if run_this 6; then
   test_descs=()
   for t in "${tests[@]}"; do test_descs+=(--test-set "$t=LibriSpeech $t"); done
   run python3 scoring/make_results.py --plan egs/systems.tsv --exp-dir "$exp_dir" --data-dir "$dir" \
-    --results-dir "$results_dir" "${test_descs[@]}" \
+    --results-dir "$results_dir" "${test_descs[@]}" --corpus "LibriSpeech ($parts)" \
     --decoding-method "$method" --num-epochs "$num_epochs" --avg "$avg" --encoder "$encoder" \
     --max-duration "$max_duration" --seed "$seed" --train-hours "$train_hours" --command "$cmdline"
   if [ "$dry_run" = false ]; then

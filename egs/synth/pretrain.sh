@@ -55,11 +55,7 @@ train_opts=""
 
 cmdline="bash egs/synth/pretrain.sh $*"
 . tools/parse_options.sh
-. ./path.sh
-
-log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (egs/synth/pretrain.sh) $*"; }
-die() { echo "egs/synth/pretrain.sh: $*" >&2; exit 2; }
-run_this() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+. tools/recipe.sh  # path.sh, log, die, run_this
 
 dir=$data_dir/synth
 fbank=$dir/fbank
