@@ -58,7 +58,7 @@ proportions=1.0,0.5,0.35,0.2,0.05
 parts=dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500
 restore_subsets=p1
 
-. local/parse_options.sh
+. tools/parse_options.sh
 . ./path.sh
 
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (prepare.sh) $*"; }
@@ -83,7 +83,7 @@ dir=$data_dir/$dataset
 mkdir -p "$dir"
 python3 - "$dir/punct_config.json" <<'EOF'
 import json, sys
-from zipformer_pc.references import SYNTH_PUNCT
+from zipformer_pc.data.references import SYNTH_PUNCT
 from zipformer_pc.text import DEFAULT_PUNCT
 cfg = {"synth": {"keep": list(SYNTH_PUNCT.keep), "map": dict(SYNTH_PUNCT.mapping)},
        "librispeech": {"keep": list(DEFAULT_PUNCT.keep), "map": dict(DEFAULT_PUNCT.mapping)}}
@@ -207,9 +207,9 @@ if run_stage 6 restore "$opts"; then
     exp=$dir/restore/$sub
     # trained on the P text of the training cuts that keep P in this subset only
     # (never on dev/test text: dev picks the checkpoint, test sets are only scored)
-    python3 local/train_restoration.py --train-cuts "$dir/fbank/${train_stem}_${sub}.jsonl.gz" \
+    python3 -m zipformer_pc.restoration.train --train-cuts "$dir/fbank/${train_stem}_${sub}.jsonl.gz" \
       "${valid_args[@]}" --test-sets "$test_sets" --exp-dir "$exp" --seed "$seed" --num-threads 1
-    python3 local/export_restoration_onnx.py --checkpoint "$exp/best-valid-loss.pt" --output "$exp/restore.onnx"
+    python3 -m zipformer_pc.restoration.export --checkpoint "$exp/best-valid-loss.pt" --output "$exp/restore.onnx"
     # P' for every filtered training cut, beside its true P (custom text_p_auto)
     python3 local/add_auto_punct.py --onnx "$exp/restore.onnx" --num-threads "$nj" \
       --cuts-in "$dir/fbank/${train_stem}_filtered.jsonl.gz" \

@@ -4,5 +4,5 @@
 # Extra arguments go to egs/synth/run.sh, e.g.  bash run.sh --stage 2 --quick true
 set -euo pipefail
 cd "$(dirname "$0")"
-bash local/setup_env.sh
+bash tools/setup_env.sh
 exec bash egs/synth/run.sh "$@"

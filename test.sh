@@ -3,5 +3,5 @@
 # Extra arguments go to pytest, e.g.  bash test.sh -k metrics -x
 set -euo pipefail
 cd "$(dirname "$0")"
-bash local/setup_env.sh
+bash tools/setup_env.sh
 exec "${ZPC_VENV:-.venv}/bin/python" -m pytest "$@"

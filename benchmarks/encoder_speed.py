@@ -52,7 +52,7 @@ def _peak_rss_mb() -> float:
 def run_worker(args: argparse.Namespace) -> Dict[str, float]:
     import torch
 
-    from zipformer_pc.zipformer import EncoderConfig, ZipformerEncoder, count_parameters
+    from zipformer_pc.model.zipformer import EncoderConfig, ZipformerEncoder, count_parameters
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

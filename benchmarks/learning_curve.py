@@ -10,7 +10,7 @@ Usage:
   # ablation table and one plot over several runs
   python benchmarks/learning_curve.py compare --runs base=exp/lc/base,init=exp/lc/init --out exp/lc/compare
 
-``run`` trains one system with ``zipformer_pc.train`` (default: the tiny
+``run`` trains one system with ``zipformer_pc.training.train`` (default: the tiny
 streaming ``conditioned`` model on ``train_p1``; anything after ``--`` is
 passed to train.py and overrides the defaults) for ``--minutes`` of training
 time (validation excluded), writing ``checkpoint-B.pt`` every
@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = (80.0, 50.0, 20.0, 10.0)  # dev WER levels whose first time the table reports
@@ -92,11 +92,11 @@ def checkpoints(exp_dir: Path) -> List[Path]:
 
 
 def train(args) -> None:
-    from zipformer_pc.checkpoint import load_checkpoint
+    from zipformer_pc.training.checkpoint import load_checkpoint
 
     extra = [a for a in args.train_args if a != "--"]
     have = checkpoints(args.exp_dir)
-    cmd = [sys.executable, "-m", "zipformer_pc.train",
+    cmd = [sys.executable, "-m", "zipformer_pc.training.train",
            "--exp-dir", str(args.exp_dir),
            "--train-cuts", str(args.data_dir / "fbank" / f"synth_cuts_train_{args.subset}.jsonl.gz"),
            "--valid-cuts", str(args.data_dir / "fbank" / f"synth_cuts_{args.dev}.jsonl.gz"),
@@ -127,12 +127,12 @@ def train(args) -> None:
 def score_checkpoints(args) -> List[Dict[str, float]]:
     import torch
 
-    from zipformer_pc.checkpoint import average_between, load_checkpoint
-    from zipformer_pc.dataset import Tokenizer
-    from zipformer_pc.decode import decode_set
-    from zipformer_pc.decode import get_parser as decode_parser
+    from zipformer_pc.training.checkpoint import average_between, load_checkpoint
+    from zipformer_pc.data.tokenizer import Tokenizer
+    from zipformer_pc.decoding.decode import decode_set
+    from zipformer_pc.decoding.decode import get_parser as decode_parser
     from zipformer_pc.metrics import score_corpus
-    from zipformer_pc.model import build_model
+    from zipformer_pc.model.transducer import build_model
     from zipformer_pc.modes import MODE_N, MODE_P, output_modes
 
     torch.set_num_threads(args.num_threads)

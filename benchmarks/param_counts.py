@@ -12,9 +12,9 @@ loss, and every exported model).
 
 import argparse
 
-from zipformer_pc.model import HeadConfig, build_model, head_dim, make_model_config
+from zipformer_pc.model.transducer import HeadConfig, build_model, head_dim, make_model_config
 from zipformer_pc.modes import MODEL_TYPES
-from zipformer_pc.zipformer import count_parameters
+from zipformer_pc.model.zipformer import count_parameters
 
 PAPER = {"conditioned": "70M", "two-decoder": "71M", "punct": "-", "norm": "-"}
 

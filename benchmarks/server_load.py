@@ -42,12 +42,11 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Dict, List, Optional
 
 import numpy as np
 
-import sherpa_vs_ours  # benchmarks/, next to this script
+from zipformer_pc.export.random_model import build_random_export, synthetic_utterance
 from zipformer_pc.runtime import StreamingRecognizer
 from zipformer_pc.runtime.endpoint import EndpointConfig
 from zipformer_pc.server.app import Decoder
@@ -61,8 +60,8 @@ def utterance(seconds: float, seed: int) -> np.ndarray:
     """About ``seconds`` of audio: a phrase, 1.5 s of silence, another phrase."""
     first = max(0.6, 0.55 * (seconds - 1.5))
     second = max(0.6, seconds - 1.5 - first)
-    return np.concatenate([sherpa_vs_ours.synthetic_utterance(first, seed), np.zeros(int(1.5 * RATE), np.float32),
-                           sherpa_vs_ours.synthetic_utterance(second, 1000 + seed)])
+    return np.concatenate([synthetic_utterance(first, seed), np.zeros(int(1.5 * RATE), np.float32),
+                           synthetic_utterance(second, 1000 + seed)])
 
 
 def _free_port() -> int:
@@ -135,10 +134,8 @@ def main(argv=None) -> int:
     else:
         model_dir = args.keep_dir or Path(tempfile.mkdtemp(prefix="server_load_"))
         tmp = None if args.keep_dir else model_dir
-        spec = SimpleNamespace(seed=0, model_type="conditioned", vocab_size=500, encoder=args.encoder,
-                               emit_fraction=args.emit_fraction, chunk_size=32, left_context_frames=128)
         t0 = time.perf_counter()
-        desc, params = sherpa_vs_ours.build_random_export(spec, model_dir, audio[0])
+        desc, params = build_random_export(model_dir, audio[0], args.encoder, emit_fraction=args.emit_fraction)
         print(f"exported {desc} ({params / 1e6:.1f}M parameters) in {time.perf_counter() - t0:.0f} s", flush=True)
     port = _free_port()
     log = open(Path(tempfile.gettempdir()) / f"server_load_{port}.log", "w")

@@ -29,7 +29,7 @@ size, ``--model-type``, ``--vocab-size`` tokens) and exported (fp32 + int8) to
 a temporary directory (``--keep-dir`` keeps it).  A random joiner would emit a
 token on nearly every frame, which a trained model never does, and greedy
 search's cost depends on that; so each joiner's output layer is replaced
-(:func:`emit_like_a_trained_model`) so that greedy search emits on about
+(``zipformer_pc.export.random_model``) so that greedy search emits on about
 ``--emit-fraction`` of the encoder frames (a trained model emits on roughly a
 sixth to a tenth of them), choosing varied tokens.  Without ``--wavs`` the
 audio is ``--num-utts`` synthetic utterances of ``--duration`` seconds
@@ -47,6 +47,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from zipformer_pc.export import random_model
+from zipformer_pc.export.random_model import synthetic_utterance
 from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
 
 RATE = 16000
@@ -56,21 +58,6 @@ GOAL_BOTH = 1.15
 
 # ---------------------------------------------------------------------------
 # audio
-
-
-def synthetic_utterance(seconds: float, seed: int, rate: int = RATE) -> np.ndarray:
-    """A speech-like test signal: 0.3 s of silence, then a harmonic tone whose
-    pitch drifts, amplitude-modulated at a syllable rate, with a little noise."""
-    rng = np.random.default_rng(seed)
-    n = int(seconds * rate)
-    lead = min(n, int(0.3 * rate))
-    t = np.arange(n - lead) / rate
-    f0 = 110 + 40 * np.sin(2 * np.pi * rng.uniform(0.2, 0.5) * t + rng.uniform(0, 2 * np.pi))
-    phase = 2 * np.pi * np.cumsum(f0) / rate
-    voiced = sum((0.6 / k) * np.sin(k * phase + rng.uniform(0, 2 * np.pi)) for k in range(1, 12))
-    syllables = 0.5 * (1 + np.sin(2 * np.pi * rng.uniform(3.0, 5.0) * t)) ** 2
-    x = 0.15 * voiced * syllables + 0.01 * rng.standard_normal(t.size)
-    return np.concatenate([np.zeros(lead), x]).astype(np.float32)
 
 
 def load_wavs(paths: Sequence[str]) -> List[Tuple[str, np.ndarray]]:
@@ -99,72 +86,14 @@ def load_wavs(paths: Sequence[str]) -> List[Tuple[str, np.ndarray]]:
 # a random model that emits like a trained one
 
 
-def write_tokens(path: Path, vocab_size: int) -> None:
-    """``<blk> <sos/eos> <unk>``, three marks, then word-start, capitalised and inner pieces."""
-    names = ["<blk>", "<sos/eos>", "<unk>", ".", ",", "?"]
-    kinds = ("\u2581w{}", "\u2581W{}", "x{}")
-    names += [kinds[i % 3].format(i) for i in range(vocab_size - len(names))]
-    path.write_text("".join(f"{t} {i}\n" for i, t in enumerate(names)), encoding="utf-8")
-
-
-def emit_like_a_trained_model(model, samples: np.ndarray, fraction: float, seed: int = 0) -> None:
-    """Replace every joiner's output layer (in place) so that greedy search on
-    ``samples`` emits a token on about ``fraction`` of the encoder frames.
-
-    The new layer scores each non-blank token by a seeded random projection of
-    the joiner's hidden vector minus its mean over ``samples`` (so the winner
-    changes from frame to frame); blank gets a constant logit, the
-    ``1 - fraction`` quantile over frames of the best non-blank score (with the
-    predictor in its start state).  ``<sos/eos>`` and ``<unk>`` never win.
-    """
-    import torch
-
-    from zipformer_pc.modes import MODE_P
-    from zipformer_pc.features import knf_fbank
-
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"--emit-fraction must be in (0, 1), got {fraction}")
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        feats = torch.from_numpy(knf_fbank(samples)).unsqueeze(0)
-        enc, _ = model.encoder(feats, torch.tensor([feats.size(1)]))
-        start = torch.zeros(1, model.cfg.context_size, dtype=torch.long)
-        for name, joiner in model.joiners.items():
-            decoder = model.decoders[name]
-            dec = decoder(start, mode=MODE_P if decoder.conditioned else None, need_pad=False)[:, -1]
-            hidden = torch.tanh(joiner.encoder_proj(enc[0]) + joiner.decoder_proj(dec))  # (T, J)
-            mean = hidden.mean(dim=0)
-            spread = float((hidden - mean).norm(dim=1).mean()) or 1.0
-            vocab, dim = joiner.output_linear.weight.shape
-            weight = torch.randn(vocab, dim, generator=g) / spread
-            weight[:3] = 0.0  # blank, <sos/eos>, <unk>: constant logits
-            bias = -weight @ mean
-            bias[1:3] = -1e4
-            best = (hidden @ weight.t() + bias)[:, 3:].max(dim=1).values
-            bias[0] = float(torch.quantile(best, 1.0 - fraction))
-            joiner.output_linear.weight.copy_(weight)
-            joiner.output_linear.bias.copy_(bias)
-
-
 def build_random_export(args: argparse.Namespace, out_dir: Path, calibration: np.ndarray) -> Tuple[str, int]:
-    """Export a random model (fp32 + int8) to ``out_dir``; returns its description and parameter count."""
+    """Export a random model (fp32 + int8) as the options ask; its description and parameter count."""
     import torch
-
-    from zipformer_pc.model import HeadConfig, build_model, make_model_config
-    from zipformer_pc.onnx_export import export_model
 
     torch.set_num_threads(1)
-    torch.manual_seed(args.seed)
-    head = HeadConfig(model_type=args.model_type, vocab_size=args.vocab_size)
-    model = build_model(make_model_config(args.encoder, {}, head)).eval()
-    params = sum(p.numel() for p in model.parameters())
-    emit_like_a_trained_model(model, calibration, args.emit_fraction, args.seed)
-    tokens = out_dir / "tokens.txt"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_tokens(tokens, args.vocab_size)
-    export_model(model, out_dir, tokens, args.chunk_size, args.left_context_frames, int8=True,
-                 desc=f"random, {args.encoder} encoder")
-    return f"random {args.model_type}, {args.encoder} encoder", params
+    return random_model.build_random_export(out_dir, calibration, args.encoder, args.model_type, args.vocab_size,
+                                            args.seed, args.emit_fraction, args.chunk_size,
+                                            args.left_context_frames)
 
 
 # ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ A fixed random batch (``--batch-size`` utterances of ``--seconds`` s, P and N
 targets of realistic lengths) goes through forward, backward and a ScaledAdam
 step ``--steps`` times after one warm-up step, for each transducer loss of
 ``--losses`` (``full``: torchaudio's RNN-T over the whole lattice;
-``pruned``: k2's pruned RNN-T, or without k2 zipformer_pc.pruned_rnnt).
+``pruned``: k2's pruned RNN-T, or without k2 zipformer_pc.model.pruned_rnnt).
 Each (model type, loss) runs in a fresh process.  Prints seconds of audio
 trained per second of wall time and the peak resident memory of that
 process.  Asserts nothing.
@@ -24,11 +24,11 @@ import time
 
 import torch
 
-from zipformer_pc.loss import LossConfig
-from zipformer_pc.model import HeadConfig, build_model, head_dim, make_model_config
+from zipformer_pc.model.loss import LossConfig
+from zipformer_pc.model.transducer import HeadConfig, build_model, head_dim, make_model_config
 from zipformer_pc.modes import MODEL_TYPES
-from zipformer_pc.optim import make_optimizer
-from zipformer_pc.zipformer import count_parameters
+from zipformer_pc.training.optim import make_optimizer
+from zipformer_pc.model.zipformer import count_parameters
 
 
 def peak_rss_mb() -> float:
@@ -69,7 +69,7 @@ def main() -> None:
                       flush=True)
         return
     torch.set_num_threads(args.num_threads)
-    from zipformer_pc.loss import resolve_backend
+    from zipformer_pc.model.loss import resolve_backend
 
     loss_name = args.losses
     backend = resolve_backend(loss_name)

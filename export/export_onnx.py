@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Export a trained causal model to ONNX for streaming (onnxruntime / sherpa-onnx).
 
-The command line of :mod:`zipformer_pc.onnx_export` (the export library and
+The command line of :mod:`zipformer_pc.export.onnx_export` (the export library and
 the description of the files it writes).
 
 Usage:
@@ -9,11 +9,11 @@ Usage:
       --tokens data/synth/lang_bpe_256/tokens.txt --chunk-size 32 --left-context-frames 128 [--int8 true]
 """
 
-from zipformer_pc import onnx_export
+from zipformer_pc.export import onnx_export
 
 
 def get_parser():
-    """The export's parser (a top-level function, so local/check_args.py can check calls of this script)."""
+    """The export's parser (a top-level function, so tools/check_args.py can check calls of this script)."""
     return onnx_export.get_parser()
 
 

@@ -16,7 +16,7 @@ from zipformer_pc.runtime import cli
 
 
 def get_parser():
-    """The runtime CLI's parser (a top-level function, so local/check_args.py can check calls of this script)."""
+    """The runtime CLI's parser (a top-level function, so tools/check_args.py can check calls of this script)."""
     return cli.get_parser()
 
 

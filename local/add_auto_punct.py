@@ -7,9 +7,9 @@ Usage:
       --cuts-out data/synth/fbank/synth_cuts_train_p0.2_pauto.jsonl.gz
 
 Every supervision gets ``custom["text_p_auto"]`` = the restoration model's
-P of its N text (``supervision.text``), which ``zipformer_pc.train
---use-auto-punct true`` trains on (zipformer_pc.references.get_p(sup,
-use_auto=True)).  The true P (``custom["text_p"]``) and everything else
+P of its N text (``supervision.text``), which ``zipformer_pc.training.train
+--use-auto-punct true`` trains on (zipformer_pc.data.references.get_p(sup,
+use_auto_punct=True)).  The true P (``custom["text_p"]``) and everything else
 are kept as they are, and every cut is written, in the input order.
 Supervisions whose N text has no word get no P' and are counted (the log
 names the first few).  Inference has no randomness, and the output is
@@ -28,15 +28,15 @@ from collections import Counter
 from pathlib import Path
 from typing import List
 
-from zipformer_pc.references import P_AUTO_KEY, P_KEY, get_n
-from zipformer_pc.restore import load_restorer
+from zipformer_pc.data.references import AUTO_PUNCT_KEY, P_KEY, get_n
+from zipformer_pc.restoration.model import load_restorer
 
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--checkpoint", help="Restoration checkpoint (local/train_restoration.py)")
-    g.add_argument("--onnx", help="Restoration ONNX export (local/export_restoration_onnx.py)")
+    g.add_argument("--checkpoint", help="Restoration checkpoint (python -m zipformer_pc.restoration.train)")
+    g.add_argument("--onnx", help="Restoration ONNX export (python -m zipformer_pc.restoration.export)")
     p.add_argument("--cuts-in", required=True, help="Input cut manifest (.jsonl.gz)")
     p.add_argument("--cuts-out", required=True, help="Output cut manifest (.jsonl.gz)")
     p.add_argument("--chunk-size", type=int, default=512, help="Cuts restored together")
@@ -93,9 +93,9 @@ def write_chunk(cuts, restorer, batch_size: int, f, counts: Counter, skipped: Li
         counts["supervisions"] += 1
         custom = dict(sup.custom or {})
         counts["with_true_p"] += int(P_KEY in custom)
-        counts["replaced_old_p_auto"] += int(custom.pop(P_AUTO_KEY, None) is not None)
+        counts["replaced_old_auto_punct"] += int(custom.pop(AUTO_PUNCT_KEY, None) is not None)
         if restored[sup.id]:
-            custom[P_AUTO_KEY] = restored[sup.id]
+            custom[AUTO_PUNCT_KEY] = restored[sup.id]
             counts["restored"] += 1
         else:
             counts["skipped_no_words"] += 1

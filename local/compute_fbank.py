@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from zipformer_pc.features import lhotse_fbank
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 
 def get_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ Usage:
    encoder's output frames (((T - 7) // 2 + 1) // 2 at 25 Hz), are removed
    and counted; the kept cuts are written to ``..._cuts_train_filtered``.
 2. Subsets: for each proportion f, exactly round(f * K) of the K cuts that
-   have a P reference keep it; the others keep only N (zipformer_pc.references).
+   have a P reference keep it; the others keep only N (zipformer_pc.data.references).
    Cuts are ranked by sha256(seed, cut id) and each subset takes a prefix of
    the ranking, so subsets are reproducible and nested (5% inside 20% inside
    35% ...).  Writes ``{prefix}_cuts_train_p{f}.jsonl.gz`` beside the input
@@ -25,16 +25,8 @@ import logging
 from pathlib import Path
 from typing import List
 
-from zipformer_pc.references import get_n, get_p, has_p, withhold_p
-
-
-def encoder_frames(num_frames: int) -> int:
-    """Encoder output frames (25 Hz) for ``num_frames`` 100 Hz feature frames."""
-    import torch
-
-    from zipformer_pc.zipformer import ZipformerEncoder
-
-    return int(ZipformerEncoder.output_lengths(torch.tensor([num_frames]))[0])
+from zipformer_pc.data.references import get_n, get_p, has_p, withhold_p
+from zipformer_pc.features import encoder_frames
 
 
 def rank_key(seed: int, cut_id: str) -> bytes:

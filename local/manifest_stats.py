@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Dict
 
-from zipformer_pc.references import get_n, get_p
+from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.text import MARKS, PunctConfig, words_and_marks
 
 _ALL_MARKS = PunctConfig(keep=MARKS)

@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from zipformer_pc.text import normalized, parse_punct_args, punctuated
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 
 def get_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ by utterance id (the audio file's stem).
 
 Each supervision gets N from LibriSpeech's own transcript and P from the
 LibriSpeech-PC text, both through the recipe's one normalization
-(zipformer_pc.references).  Utterances that LibriSpeech-PC dropped keep N
+(zipformer_pc.data.references).  Utterances that LibriSpeech-PC dropped keep N
 only.  Malformed PC lines are counted and logged, never fatal.  Writes
 ``librispeech_{recordings,supervisions}_{part}.jsonl.gz`` and
 ``pc_join.json`` (counts per part).
@@ -27,7 +27,7 @@ import logging
 from pathlib import Path
 from typing import Dict, Tuple
 
-from zipformer_pc.references import reference_fields
+from zipformer_pc.data.references import reference_fields
 
 
 def read_pc_manifests(pc_dir: Path) -> Tuple[Dict[str, str], int]:

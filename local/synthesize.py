@@ -15,7 +15,7 @@ utterance id, so the result does not depend on ``--nj``.
 
 Audio: 16 kHz mono FLAC.  Manifests: ``synth_recordings_{split}.jsonl.gz`` and
 ``synth_supervisions_{split}.jsonl.gz``; each supervision carries N in
-``text``, P in ``custom["text_p"]`` (see zipformer_pc.references), the
+``text``, P in ``custom["text_p"]`` (see zipformer_pc.data.references), the
 speaker (voice name) and the engine, voice and prosody in ``custom["tts"]``.
 Existing audio files are reused (their names hash the text and prosody), so
 an interrupted run resumes.  Utterances
@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Tuple
 # tts.py is this script's sibling: its folder is on sys.path when run as `python local/synthesize.py`
 from tts import OOD_VOICES, TRAIN_VOICES, Synthesizer, Voice, check_tools, voice_dict
 
-from zipformer_pc.references import SYNTH_PUNCT, reference_fields
+from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
 
 _worker_synth: Optional[Synthesizer] = None
 

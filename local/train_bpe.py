@@ -17,7 +17,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from zipformer_pc.references import get_n, get_p
+from zipformer_pc.data.references import get_n, get_p
 
 
 def get_parser() -> argparse.ArgumentParser:

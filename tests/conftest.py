@@ -39,7 +39,7 @@ def trained_tiny_model(tiny_corpus, tmp_path_factory):
 
     exp_dir = tmp_path_factory.mktemp("trained_tiny")
     cmd = [
-        sys.executable, "-m", "zipformer_pc.train", "--exp-dir", str(exp_dir),
+        sys.executable, "-m", "zipformer_pc.training.train", "--exp-dir", str(exp_dir),
         "--train-cuts", str(tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"),
         "--valid-cuts", str(tiny_corpus / "fbank" / "synth_cuts_dev.jsonl.gz"),
         "--bpe-model", str(tiny_corpus / "lang_bpe_120" / "bpe.model"),
@@ -67,21 +67,11 @@ def benchmark_module(name: str):
 
 def emitting_export(out: Path, model_type: str = "conditioned") -> Path:
     """A tiny random model whose joiners are re-weighted to emit on ~30% of the frames of
-    speech-like audio (benchmarks/sherpa_vs_ours.py), exported fp32 + int8 into ``out``."""
-    import torch
+    speech-like audio (zipformer_pc.export.random_model), exported fp32 + int8 into ``out``."""
+    from zipformer_pc.export.random_model import build_random_export, synthetic_utterance
 
-    from zipformer_pc.model import HeadConfig, build_model, make_model_config
-    from zipformer_pc.onnx_export import export_model
-
-    svo = benchmark_module("sherpa_vs_ours")
-    out.mkdir(parents=True, exist_ok=True)
-    svo.write_tokens(out / "tokens.in.txt", 67)
-    torch.manual_seed(0)
-    head = HeadConfig(model_type=model_type, vocab_size=67, decoder_dim=64, joiner_dim=64, mode_dim=8)
-    model = build_model(make_model_config("tiny", {}, head)).eval()
-    svo.emit_like_a_trained_model(model, svo.synthetic_utterance(3.0, seed=0), fraction=0.3)
-    export_model(model, out, out / "tokens.in.txt", 32, 64, int8=True)
-    (out / "tokens.in.txt").unlink()
+    build_random_export(out, synthetic_utterance(3.0, seed=0), "tiny", model_type, vocab_size=67,
+                        emit_fraction=0.3, left_context_frames=64, decoder_dim=64, joiner_dim=64, mode_dim=8)
     return out
 
 
@@ -93,12 +83,14 @@ def tiny_onnx_model(tmp_path_factory) -> Path:
 
 
 def speech_like(seconds: float, seed: int, rate: int = 16000):
-    """benchmarks/sherpa_vs_ours.py's synthetic utterance (float32), resampled to ``rate``."""
+    """The speech-like test signal of zipformer_pc.export.random_model (float32), resampled to ``rate``."""
     import numpy as np
 
     from zipformer_pc.runtime.audio import Resampler
 
-    x = benchmark_module("sherpa_vs_ours").synthetic_utterance(seconds, seed)
+    from zipformer_pc.export.random_model import synthetic_utterance
+
+    x = synthetic_utterance(seconds, seed)
     if rate != 16000:
         r = Resampler(16000, rate)
         x = np.concatenate([r.process(x), r.flush()]).astype(np.float32)

@@ -2,7 +2,7 @@
 
 Covers local/prepare_synth_text.py (paragraph, abbreviation, sentence and
 utterance handling, selection, R data reading), local/make_subsets.py
-(encoder frames, ranking), zipformer_pc.references, local/synthesize.py
+(encoder frames, ranking), zipformer_pc.data.references, local/synthesize.py
 (prosody) and local/tts.py (tool check).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from zipformer_pc.references import (
+from zipformer_pc.data.references import (
     P_KEY,
     RAW_KEY,
     SYNTH_PUNCT,
@@ -389,7 +389,7 @@ def test_get_p_has_p_and_auto():
     c = _cut({P_KEY: "Well, said he.", RAW_KEY: '"Well," said he.', "text_p_auto": "Well said he."})
     sup = c.supervisions[0]
     assert get_p(sup) == "Well, said he."
-    assert get_p(sup, use_auto=True) == "Well said he."
+    assert get_p(sup, use_auto_punct=True) == "Well said he."
     assert get_n(sup) == "well said he"
     assert has_p(c)
     assert not has_p(_cut(None))

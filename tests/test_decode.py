@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from zipformer_pc.beam_search import greedy_search_batch, modified_beam_search
-from zipformer_pc.checkpoint import load_model_for_inference
+from zipformer_pc.decoding.beam_search import greedy_search_batch, modified_beam_search
+from zipformer_pc.training.checkpoint import load_model_for_inference
 from zipformer_pc.modes import MODE_N, MODE_P
 
 pytestmark = pytest.mark.slow
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def decode(trained_tiny_model, corpus, *extra, test_sets=None):
     exp_dir, epoch = trained_tiny_model
     test_sets = test_sets or f"test={corpus / 'fbank' / 'synth_cuts_test.jsonl.gz'}"
-    cmd = [sys.executable, "-m", "zipformer_pc.decode", "--exp-dir", str(exp_dir), "--epoch", str(epoch),
+    cmd = [sys.executable, "-m", "zipformer_pc.decoding.decode", "--exp-dir", str(exp_dir), "--epoch", str(epoch),
            "--avg", "2", "--bpe-model", str(corpus / "lang_bpe_120" / "bpe.model"), "--test-sets", test_sets, *extra]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
@@ -86,9 +86,9 @@ def test_empty_short_and_long_cuts_decode(trained_tiny_model, tiny_corpus, tmp_p
 
 def test_cascade_restores_the_n_output_of_a_norm_model(tiny_corpus, tmp_path):
     """--restore-model: the norm model's N output, restored by prepare.sh stage 6's model, is the P output."""
-    from zipformer_pc.checkpoint import save_checkpoint
-    from zipformer_pc.dataset import Tokenizer
-    from zipformer_pc.model import HeadConfig, build_model, make_model_config
+    from zipformer_pc.training.checkpoint import save_checkpoint
+    from zipformer_pc.data.tokenizer import Tokenizer
+    from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
 
     vocab = Tokenizer(str(tiny_corpus / "lang_bpe_120" / "bpe.model")).vocab_size
     torch.manual_seed(0)
@@ -102,7 +102,7 @@ def test_cascade_restores_the_n_output_of_a_norm_model(tiny_corpus, tmp_path):
                                              "batch_idx_train": 1, "optimizer_steps": 1})
     restore = tiny_corpus / "restore" / "p1" / "restore.onnx"
     assert restore.is_file(), "prepare.sh stage 6 did not export the restoration model"
-    cmd = [sys.executable, "-m", "zipformer_pc.decode", "--exp-dir", str(tmp_path), "--epoch", "1", "--avg", "1",
+    cmd = [sys.executable, "-m", "zipformer_pc.decoding.decode", "--exp-dir", str(tmp_path), "--epoch", "1", "--avg", "1",
            "--use-averaged-model", "false", "--bpe-model", str(tiny_corpus / "lang_bpe_120" / "bpe.model"),
            "--test-sets", f"test={tiny_corpus / 'fbank' / 'synth_cuts_test.jsonl.gz'}", "--restore-model", str(restore)]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -133,7 +133,7 @@ def test_cascade_restores_the_n_output_of_a_norm_model(tiny_corpus, tmp_path):
 
 
 def test_device_choice_and_its_errors():
-    from zipformer_pc.decode import pick_device
+    from zipformer_pc.decoding.decode import pick_device
 
     assert pick_device("cpu") == torch.device("cpu")
     assert pick_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from zipformer_pc.features import FBANK_OPTIONS, knf_fbank, lhotse_fbank, num_frames
+from zipformer_pc.features import FBANK_OPTIONS, encoder_frames, knf_fbank, lhotse_fbank, num_frames
 
 
 def _speechlike(seconds: float, seed: int = 0) -> np.ndarray:
@@ -39,3 +39,18 @@ def test_scale_matters_so_samples_must_be_in_unit_range():
     # a reminder that both sides must feed samples in [-1, 1].
     diff = knf_fbank(x * 32768) - knf_fbank(x)
     np.testing.assert_allclose(diff, 2 * np.log(32768), atol=1e-2)
+
+
+def test_encoder_frames_is_the_encoders_count():
+    import torch
+
+    from zipformer_pc.model.zipformer import ZipformerEncoder
+
+    frames = torch.arange(0, 400)
+    assert ZipformerEncoder.output_lengths(frames).tolist() == [encoder_frames(int(t)) for t in frames]
+
+
+def test_every_option_reaches_both_libraries():
+    from zipformer_pc.features import OPTION_NAMES
+
+    assert set(OPTION_NAMES) == set(FBANK_OPTIONS)

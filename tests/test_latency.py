@@ -49,8 +49,8 @@ def exported(tmp_path_factory):
     """A random tiny conditioned model (chunks of 16 frames) and its vocabulary."""
     import torch
 
-    from zipformer_pc.model import HeadConfig, build_model, make_model_config
-    from zipformer_pc.onnx_export import export_model
+    from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
+    from zipformer_pc.export.onnx_export import export_model
 
     tmp = tmp_path_factory.mktemp("latency_model")
     pieces = ["<blk>", "<sos/eos>", "<unk>", ",", ".", "\u2581She", "\u2581she", "\u2581read", "s", "\u2581it"]

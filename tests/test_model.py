@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from zipformer_pc.checkpoint import (
+from zipformer_pc.training.checkpoint import (
     RunningAverage,
     average_between,
     average_state_dicts,
@@ -11,9 +11,9 @@ from zipformer_pc.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from zipformer_pc.decoder import Decoder
-from zipformer_pc.loss import LossConfig
-from zipformer_pc.model import HeadConfig, Transducer, build_model, make_model_config
+from zipformer_pc.model.decoder import Decoder
+from zipformer_pc.model.loss import LossConfig
+from zipformer_pc.model.transducer import HeadConfig, Transducer, build_model, make_model_config
 from zipformer_pc.modes import MODE_N, MODE_P
 
 VOCAB = 40
@@ -346,7 +346,7 @@ class _StubModel:
 @pytest.mark.parametrize("max_sym,expected", [(1, [[1, 2], [1], []]), (2, [[1, 2, 3], [1, 2], []]),
                                               (4, [[1, 2, 3], [1, 2, 3], []])])
 def test_greedy_search_emits_up_to_max_sym_per_frame(max_sym, expected):
-    from zipformer_pc.beam_search import greedy_search_batch
+    from zipformer_pc.decoding.beam_search import greedy_search_batch
 
     enc = torch.zeros(3, 2, 4)
     lens = torch.tensor([2, 1, 0])  # the third utterance has no frame: nothing may be emitted
@@ -356,13 +356,13 @@ def test_greedy_search_emits_up_to_max_sym_per_frame(max_sym, expected):
 
 
 def _save(model: Transducer, path):
-    from zipformer_pc.checkpoint import save_checkpoint
+    from zipformer_pc.training.checkpoint import save_checkpoint
 
     save_checkpoint(path, {"model": model.state_dict(), "model_config": {}})
 
 
 def test_init_from_copies_the_encoder_and_maps_single_heads(tmp_path):
-    from zipformer_pc.checkpoint import init_from_checkpoint
+    from zipformer_pc.training.checkpoint import init_from_checkpoint
 
     src = small_model("norm", seed=1)
     _save(src, tmp_path / "epoch-3.pt")
@@ -397,7 +397,7 @@ def test_init_from_copies_the_encoder_and_maps_single_heads(tmp_path):
 
 
 def test_init_from_rejects_another_encoder_and_unknown_modules(tmp_path):
-    from zipformer_pc.checkpoint import init_from_checkpoint
+    from zipformer_pc.training.checkpoint import init_from_checkpoint
 
     torch.manual_seed(0)
     other = build_model(make_model_config(

@@ -34,7 +34,7 @@ def test_rules_per_model_type(model_type, searched, outputs, cascade):
 
 
 def test_model_types_are_the_models():
-    from zipformer_pc.model import MODEL_TYPES, modes_of
+    from zipformer_pc.model.transducer import MODEL_TYPES, modes_of
 
     assert MODEL_TYPES == ("punct", "norm", "two-decoder", "conditioned")
     assert {t: modes_of(t) for t in MODEL_TYPES} == {t: modes.searched_modes(t) for t in MODEL_TYPES}

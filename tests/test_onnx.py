@@ -12,12 +12,12 @@ import onnx
 import pytest
 import torch
 
-from zipformer_pc.beam_search import greedy_search_batch
-from zipformer_pc.checkpoint import load_model_for_inference
+from zipformer_pc.decoding.beam_search import greedy_search_batch
+from zipformer_pc.training.checkpoint import load_model_for_inference
 from zipformer_pc.features import knf_fbank
-from zipformer_pc.model import HeadConfig, build_model, make_model_config
+from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
 from zipformer_pc.modes import MODE_N, MODE_P
-from zipformer_pc.onnx_export import check_export, export_model
+from zipformer_pc.export.onnx_export import check_export, export_model
 from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
 
 ROOT = Path(__file__).resolve().parents[1]

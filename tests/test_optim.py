@@ -1,4 +1,4 @@
-"""Tests of zipformer_pc.optim: ScaledAdam and the Eden schedule."""
+"""Tests of zipformer_pc.training.optim: ScaledAdam and the Eden schedule."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from zipformer_pc.optim import Eden, ScaledAdam, make_optimizer
+from zipformer_pc.training.optim import Eden, ScaledAdam, make_optimizer
 
 torch.set_num_threads(1)
 
@@ -206,7 +206,7 @@ def test_state_dict_round_trip_gives_identical_updates(name):
 def test_scaled_adam_trains_tiny_zipformer_a_few_steps():
     """The optimizer runs on the real encoder (all parameter shapes, scalars
     included) and reduces a simple regression loss."""
-    from zipformer_pc.zipformer import EncoderConfig, ZipformerEncoder
+    from zipformer_pc.model.zipformer import EncoderConfig, ZipformerEncoder
 
     torch.manual_seed(0)
     encoder = ZipformerEncoder(EncoderConfig.from_name("tiny", dropout=0.0)).train()

@@ -37,7 +37,7 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     assert all(v.dtype == torch.float16 for v in w["model"].values() if v.is_floating_point())
     # the published weights seed a fine-tuning run
     ft = subprocess.run(
-        [sys.executable, "-m", "zipformer_pc.train", "--exp-dir", str(tmp_path / "ft"), "--model-type", "punct",
+        [sys.executable, "-m", "zipformer_pc.training.train", "--exp-dir", str(tmp_path / "ft"), "--model-type", "punct",
          "--train-cuts", str(tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"),
          "--valid-cuts", str(tiny_corpus / "fbank" / "synth_cuts_dev.jsonl.gz"),
          "--bpe-model", str(out / "bpe.model"), "--init-from", str(out / "norm.pt"), "--max-batches", "1",

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from zipformer_pc.joiner import Joiner
-from zipformer_pc.pruned_rnnt import lattice_loss, prune_ranges, pruned_rnnt_loss, simple_lattice
+from zipformer_pc.model.joiner import Joiner
+from zipformer_pc.model.pruned_rnnt import lattice_loss, prune_ranges, pruned_rnnt_loss, simple_lattice
 
 torchaudio = pytest.importorskip("torchaudio")
 
@@ -110,8 +110,8 @@ def test_posteriors_of_the_simple_lattice_sum_to_one_per_frame():
 
 def test_model_trains_with_the_pruned_backend_without_k2():
     """--loss pruned: the transducer's loss goes through this module when k2 is absent."""
-    from zipformer_pc import loss as loss_mod
-    from zipformer_pc.model import HeadConfig, build_model, make_model_config
+    from zipformer_pc.model import loss as loss_mod
+    from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
 
     if loss_mod.k2_available():
         pytest.skip("k2 imports: --loss pruned runs k2's loss")

@@ -1,4 +1,4 @@
-"""local/check_args.py, the LibriSpeech recipe's dry run, and local/whisper_score.py."""
+"""tools/check_args.py, the LibriSpeech recipe's dry run, and scoring/whisper_score.py."""
 
 import importlib.util
 import json
@@ -16,7 +16,7 @@ PY = sys.executable
 
 
 def load_script(rel: str):
-    """A local/ script as a module (local/ is not a package)."""
+    """A script of tools/ or scoring/ as a module (they are not packages)."""
     path = ROOT / rel
     spec = importlib.util.spec_from_file_location("_test_" + path.stem, path)
     module = importlib.util.module_from_spec(spec)
@@ -26,7 +26,7 @@ def load_script(rel: str):
 
 @pytest.fixture(scope="module")
 def check_args():
-    return load_script("local/check_args.py")
+    return load_script("tools/check_args.py")
 
 
 def run(cmd, env=None, timeout=120):
@@ -44,16 +44,16 @@ def train_args(exp: Path):
 
 def test_check_args_accepts_good_arguments_and_runs_nothing(check_args, tmp_path, capsys):
     exp = tmp_path / "exp"
-    assert check_args.main(["zipformer_pc.train", *train_args(exp), "--model-type", "conditioned",
+    assert check_args.main(["zipformer_pc.training.train", *train_args(exp), "--model-type", "conditioned",
                             "--world-size", "4", "--use-fp16", "true", "--punct-proportion", "0.2"]) == 0
-    assert check_args.main(["-m", "zipformer_pc.decode", "--exp-dir", str(exp), "--epoch", "40", "--avg", "15",
+    assert check_args.main(["-m", "zipformer_pc.decoding.decode", "--exp-dir", str(exp), "--epoch", "40", "--avg", "15",
                             "--bpe-model", "bpe.model", "--test-sets", "test-clean=t.jsonl.gz",
                             "--decoding-method", "modified_beam_search", "--chunk-size", "32",
                             "--left-context-frames", "128"]) == 0
     assert check_args.main(["export/export_onnx.py", "--exp-dir", str(exp), "--epoch", "40", "--avg", "15",
                             "--tokens", "tokens.txt", "--int8", "true"]) == 0
     out = capsys.readouterr().out
-    assert out.count("OK ") == 3 and "OK zipformer_pc.train:" in out and "OK export/export_onnx.py:" in out
+    assert out.count("OK ") == 3 and "OK zipformer_pc.training.train:" in out and "OK export/export_onnx.py:" in out
     # train.py would create its log dir, decode.py its output dir, the export EXP/onnx
     assert not exp.exists()
 
@@ -61,17 +61,17 @@ def test_check_args_accepts_good_arguments_and_runs_nothing(check_args, tmp_path
 @pytest.mark.parametrize(
     "target, args, message",
     [
-        ("zipformer_pc.train", ["--no-such-option", "1"], "unrecognized arguments: --no-such-option 1"),
-        ("zipformer_pc.train", ["--model-type", "bogus"], "argument --model-type: invalid choice: 'bogus'"),
-        ("zipformer_pc.decode", ["--decoding-method", "beam_search"], "invalid choice: 'beam_search'"),
+        ("zipformer_pc.training.train", ["--no-such-option", "1"], "unrecognized arguments: --no-such-option 1"),
+        ("zipformer_pc.training.train", ["--model-type", "bogus"], "argument --model-type: invalid choice: 'bogus'"),
+        ("zipformer_pc.decoding.decode", ["--decoding-method", "beam_search"], "invalid choice: 'beam_search'"),
         ("export/export_onnx.py", ["--int8", "maybe"], "argument --int8: expected true/false, got 'maybe'"),
         ("export/export_onnx.py", ["--chunk-size", "x32"], "argument --chunk-size: invalid int value: 'x32'"),
     ],
 )
 def test_check_args_rejects_bad_options_and_choices(check_args, tmp_path, capsys, target, args, message):
     base = {
-        "zipformer_pc.train": train_args(tmp_path / "exp"),
-        "zipformer_pc.decode": ["--exp-dir", str(tmp_path / "exp"), "--bpe-model", "b", "--test-sets", "t=x"],
+        "zipformer_pc.training.train": train_args(tmp_path / "exp"),
+        "zipformer_pc.decoding.decode": ["--exp-dir", str(tmp_path / "exp"), "--bpe-model", "b", "--test-sets", "t=x"],
         "export/export_onnx.py": ["--exp-dir", str(tmp_path / "exp"), "--tokens", "tokens.txt"],
     }[target]
     assert check_args.main([target, *base, *args]) == 2
@@ -87,7 +87,7 @@ def test_check_args_reports_missing_required_option(check_args, capsys):
 
 
 def test_check_args_cli_exit_code_and_message():
-    r = run([PY, "local/check_args.py", "-m", "zipformer_pc.train", "--train-cuts", "a", "--valid-cuts", "b",
+    r = run([PY, "tools/check_args.py", "-m", "zipformer_pc.training.train", "--train-cuts", "a", "--valid-cuts", "b",
              "--bpe-model", "c", "--exp-dir", "x", "--loss", "fancy"])
     assert r.returncode == 2
     assert "argument --loss: invalid choice: 'fancy'" in r.stderr
@@ -159,7 +159,7 @@ def test_check_args_commands_file(check_args, tmp_path, capsys):
     cmds = tmp_path / "cmds.txt"
     cmds.write_text(
         "# a comment\n"
-        f"python3 -m zipformer_pc.train {' '.join(train_args(tmp_path / 'e'))} --alpha 0.3\n"
+        f"python3 -m zipformer_pc.training.train {' '.join(train_args(tmp_path / 'e'))} --alpha 0.3\n"
         "python3 export/export_onnx.py --exp-dir e --tokens t --left-context-frames 128\n"
         "bash ./prepare.sh --dataset librispeech\n"
         "python3 export/later.py --anything 1\n"
@@ -169,11 +169,11 @@ def test_check_args_commands_file(check_args, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "4 command(s): 3 parse, 1 skipped (missing), 0 failed" in out
     with open(cmds, "a") as f:
-        f.write("python3 -m zipformer_pc.decode --exp-dir e --bpe-model b --test-sets t=x --beam-size four\n")
+        f.write("python3 -m zipformer_pc.decoding.decode --exp-dir e --bpe-model b --test-sets t=x --beam-size four\n")
     assert check_args.main(["--allow-missing", "export/later.py", "--commands-file", str(cmds)]) == 1
     cap = capsys.readouterr()
     assert "argument --beam-size: invalid int value: 'four'" in cap.out
-    assert "1 failed: line 7: zipformer_pc.decode" in cap.err
+    assert "1 failed: line 7: zipformer_pc.decoding.decode" in cap.err
 
 
 # ------------------------------------------------------ LibriSpeech dry run
@@ -190,8 +190,8 @@ def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
     r, cmds = dry_run(tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     exp = tmp_path / "exp"
-    train = [c for c in cmds if c.startswith("python3 -m zipformer_pc.train ")]
-    decode = [c for c in cmds if c.startswith("python3 -m zipformer_pc.decode ")]
+    train = [c for c in cmds if c.startswith("python3 -m zipformer_pc.training.train ")]
+    decode = [c for c in cmds if c.startswith("python3 -m zipformer_pc.decoding.decode ")]
     export = [c for c in cmds if c.startswith("python3 export/export_onnx.py ")]
     # 7 Table I + 4 fixed subsets + 4 random per-batch splits + 2 alpha values
     assert len(train) == 7 + 4 + 4 + 2
@@ -221,12 +221,12 @@ def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
                     "test-clean=data/librispeech/fbank/librispeech_cuts_test-clean.jsonl.gz"):
             assert opt in c, (opt, c)
     assert len(export) == 17 and all("--int8 true" in c for c in export)
-    rtf = [c for c in cmds if "export/measure_rtf.py" in c]
+    rtf = [c for c in cmds if "scoring/measure_rtf.py" in c]
     assert len(rtf) == 1 and rtf[0].count("--system ") == 4
     assert "--num-threads 1,2 " in rtf[0] and "--int8 false,true " in rtf[0]
     assert f"--system cascade={exp}/norm/onnx:data/librispeech/restore/p1/restore.onnx " in rtf[0]
-    assert sum("local/make_results.py" in c for c in cmds) == 1
-    assert sum("local/whisper_score.py" in c for c in cmds) == 2
+    assert sum("scoring/make_results.py" in c for c in cmds) == 1
+    assert sum("scoring/whisper_score.py" in c for c in cmds) == 2
     prep = [c for c in cmds if "prepare.sh" in c]
     assert len(prep) == 1 and "--dataset librispeech" in prep[0] and "--vocab-size 500" in prep[0]
     assert len(cmds) == 75
@@ -237,7 +237,7 @@ def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
     "args, message",
     [
         (["--stage", "1", "--stop-stage", "1", "--systems", "cond_p", "--train-extra", "--no-such-flag 1"],
-         "zipformer_pc.train: error: unrecognized arguments: --no-such-flag 1"),
+         "zipformer_pc.training.train: error: unrecognized arguments: --no-such-flag 1"),
         (["--stage", "4", "--stop-stage", "4", "--systems", "norm", "--whisper-model", "",
           "--decode-extra", "--chunk-size abc"],
          "argument --chunk-size: invalid int value: 'abc'"),
@@ -253,7 +253,7 @@ def test_librispeech_dry_run_fails_on_a_bad_argument(tmp_path, args, message):
 def test_librispeech_dry_run_stage_range(tmp_path):
     r, cmds = dry_run(tmp_path, "--stage", "2", "--stop-stage", "2")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert len(cmds) == 8 and all(c.startswith("python3 -m zipformer_pc.train ") for c in cmds)
+    assert len(cmds) == 8 and all(c.startswith("python3 -m zipformer_pc.training.train ") for c in cmds)
     assert all(re.search(r"--exp-dir \S+/cond_(p|rand)0\.[0-9]+ ", c) for c in cmds)
     r, _ = dry_run(tmp_path, "--stage", "3", "--stop-stage", "1")
     assert r.returncode == 2 and "--stage (3) is after --stop-stage (1)" in r.stderr
@@ -290,7 +290,7 @@ FAKE_OUTPUT = {16000: "Hello world! How are you?", 8000: " It's fine."}
 
 
 def test_whisper_score_scores_with_the_project_text_and_metrics(tmp_path, monkeypatch):
-    ws = load_script("local/whisper_score.py")
+    ws = load_script("scoring/whisper_score.py")
     cuts = write_two_cuts(tmp_path)
     seen = []
 
@@ -329,7 +329,7 @@ def fake_whisper_pkg(tmp_path: Path, body: str) -> dict:
 
 
 def whisper_cmd(tmp_path, cuts, *extra):
-    return [PY, "local/whisper_score.py", "--cuts", str(cuts), "--output-dir", str(tmp_path / "out"), *extra]
+    return [PY, "scoring/whisper_score.py", "--cuts", str(cuts), "--output-dir", str(tmp_path / "out"), *extra]
 
 
 def test_whisper_score_without_the_package(tmp_path):
@@ -386,6 +386,6 @@ def test_whisper_score_without_weights_never_downloads(tmp_path):
 
 
 def test_whisper_score_has_get_parser():
-    ws = load_script("local/whisper_score.py")
+    ws = load_script("scoring/whisper_score.py")
     args = ws.get_parser().parse_args(["--cuts", "c", "--output-dir", "o"])
     assert args.model == "base" and args.allow_download is False

@@ -11,35 +11,31 @@ import numpy as np
 import pytest
 import torch
 
-from zipformer_pc.references import P_AUTO_KEY, P_KEY
-from zipformer_pc.restore import (
+from zipformer_pc.data.references import AUTO_PUNCT_KEY, P_KEY
+from zipformer_pc.restoration.apply import cascade_restore
+from zipformer_pc.restoration.data import build_mix_lexicon, encode_examples, make_batches, prepare_examples, train_sentencepiece
+from zipformer_pc.restoration.evaluate import evaluate_restorer
+from zipformer_pc.restoration.export import export_onnx
+from zipformer_pc.restoration.model import (
+    RestorationConfig,
+    RestorationModel,
+    Restorer,
+    load_restoration_checkpoint,
+    make_meta,
+    save_restoration_checkpoint,
+)
+from zipformer_pc.restoration.train import RestorationTrainConfig, restoration_loss, train_model
+from zipformer_pc.runtime.restoration import (
     AUC,
     LC,
     MIX,
     UC,
-    ModelConfig,
     OnnxRestorer,
     PieceEncoder,
-    RestorationModel,
-    Restorer,
-    TrainConfig,
     apply_labels,
-    batches,
-    build_mix_lexicon,
-    cascade_restore,
     case_class,
-    compute_loss,
-    encode_examples,
-    evaluate,
-    export_onnx,
     labels_from_p,
-    load_checkpoint,
-    make_meta,
-    prepare_examples,
     punct_classes,
-    save_checkpoint,
-    train_model,
-    train_sentencepiece,
 )
 from zipformer_pc.text import DEFAULT_PUNCT, PunctConfig, normalized, punctuated
 
@@ -75,9 +71,9 @@ def trained():
     train_ex, _ = prepare_examples(train_lines, DEFAULT_PUNCT)
     spm_model = train_sentencepiece([" ".join(e.words) for e in train_ex], 60)
     meta = make_meta(DEFAULT_PUNCT, build_mix_lexicon(train_lines, DEFAULT_PUNCT))
-    cfg = ModelConfig(vocab_size=PieceEncoder(spm_model).vocab_size, **TINY)
+    cfg = RestorationConfig(vocab_size=PieceEncoder(spm_model).vocab_size, **TINY)
     model, _ = train_model(train_ex, [], spm_model, meta, cfg,
-                           TrainConfig(epochs=12, batch_size=16, lr=3e-3, warmup_steps=20, seed=7, log_interval=10**6))
+                           RestorationTrainConfig(epochs=12, batch_size=16, lr=3e-3, warmup_steps=20, seed=7, log_interval=10**6))
     return Restorer(model, spm_model, meta), test_lines, spm_model, meta
 
 
@@ -119,14 +115,14 @@ def test_bad_training_lines_are_skipped_and_counted():
     assert [" ".join(e.words) for e in examples] == ["hello there"]
     assert (stats.lines, stats.kept, stats.skipped_empty, stats.skipped_no_words) == (4, 1, 2, 1)
     with pytest.raises(ValueError, match="No training lines"):
-        train_model([], [], b"", {}, ModelConfig(vocab_size=10), TrainConfig())
+        train_model([], [], b"", {}, RestorationConfig(vocab_size=10), RestorationTrainConfig())
 
 
 def test_bad_config_is_rejected():
     with pytest.raises(ValueError, match="lambda"):
-        TrainConfig(lam=1.5)
+        RestorationTrainConfig(lam=1.5)
     with pytest.raises(ValueError, match="multiple of num_heads"):
-        ModelConfig(vocab_size=10, d_model=30, num_heads=4)
+        RestorationConfig(vocab_size=10, d_model=30, num_heads=4)
 
 
 # ---------------------------------------------------------------- model
@@ -134,7 +130,7 @@ def test_bad_config_is_rejected():
 
 def test_padding_does_not_change_the_logits():
     torch.manual_seed(0)
-    model = RestorationModel(ModelConfig(vocab_size=20, **TINY)).eval()
+    model = RestorationModel(RestorationConfig(vocab_size=20, **TINY)).eval()
     tokens = torch.randint(0, 20, (1, 9))
     padded = torch.cat([tokens, torch.randint(0, 20, (1, 5))], dim=1)
     with torch.no_grad():
@@ -152,7 +148,7 @@ def test_model_learns_the_pattern(trained):
     hyps = restorer.restore(inputs)
     exact = sum(h == p for h, p in zip(hyps, test_lines))
     assert exact >= 0.9 * len(test_lines), list(zip(hyps, test_lines))[:5]
-    r = evaluate(restorer, [(f"u{i}", p) for i, p in enumerate(test_lines)])
+    r = evaluate_restorer(restorer, [(f"u{i}", p) for i, p in enumerate(test_lines)])
     assert r["case_macro_f1"] > 95 and r["punct_macro_f1"] > 95
     assert r["punc_er"] < 5 and r["case_er"] < 5
     assert r["case"]["AUC"]["support"] == 0 and r["case"]["AUC"]["f1"] is None  # not in the macro average
@@ -184,7 +180,7 @@ def _tiny_setup():
     examples, _ = prepare_examples(lines, DEFAULT_PUNCT)
     spm_model = train_sentencepiece([" ".join(e.words) for e in examples], 60)
     meta = make_meta(DEFAULT_PUNCT, {})
-    cfg = ModelConfig(vocab_size=PieceEncoder(spm_model).vocab_size, **TINY)
+    cfg = RestorationConfig(vocab_size=PieceEncoder(spm_model).vocab_size, **TINY)
     return examples, spm_model, meta, cfg
 
 
@@ -192,15 +188,15 @@ def _tiny_setup():
 def test_lambda_extremes_train_one_head_only(lam, frozen, trained_head):
     torch.set_num_threads(1)
     examples, spm_model, meta, cfg = _tiny_setup()
-    batch = batches(encode_examples(examples, PieceEncoder(spm_model), 200), 16, None)[0]
+    batch = make_batches(encode_examples(examples, PieceEncoder(spm_model), 200), 16, None)[0]
     model = RestorationModel(cfg)
-    loss, info = compute_loss(model, batch, lam)
+    loss, info = restoration_loss(model, batch, lam)
     loss.backward()
     assert all(p.grad is None for p in getattr(model, frozen).parameters())
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in getattr(model, trained_head).parameters())
     assert set(info) == {"loss", "case" if lam == 1.0 else "punct"}
 
-    train_cfg = TrainConfig(lam=lam, epochs=2, batch_size=16, seed=5, warmup_steps=5, log_interval=10**6)
+    train_cfg = RestorationTrainConfig(lam=lam, epochs=2, batch_size=16, seed=5, warmup_steps=5, log_interval=10**6)
     torch.manual_seed(train_cfg.seed)
     init = RestorationModel(cfg).state_dict()  # train_model initialises from the same seed
     trained_model, _ = train_model(examples, [], spm_model, meta, cfg, train_cfg)
@@ -215,13 +211,13 @@ def test_lambda_extremes_train_one_head_only(lam, frozen, trained_head):
 def test_training_is_reproducible_and_checkpoint_reloads(tmp_path):
     torch.set_num_threads(1)
     examples, spm_model, meta, cfg = _tiny_setup()
-    train_cfg = TrainConfig(epochs=2, batch_size=16, seed=11, warmup_steps=5, log_interval=10**6)
+    train_cfg = RestorationTrainConfig(epochs=2, batch_size=16, seed=11, warmup_steps=5, log_interval=10**6)
     a, _ = train_model(examples, examples[:8], spm_model, meta, cfg, train_cfg, exp_dir=tmp_path)
     b, _ = train_model(examples, examples[:8], spm_model, meta, cfg, train_cfg)
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
         assert torch.equal(x, y), name
     assert (tmp_path / "best-valid-loss.pt").is_file() and (tmp_path / "last.pt").is_file()
-    model, spm2, meta2, info = load_checkpoint(str(tmp_path / "best-valid-loss.pt"))
+    model, spm2, meta2, info = load_restoration_checkpoint(str(tmp_path / "best-valid-loss.pt"))
     assert spm2 == spm_model and meta2 == meta and "valid" in info
     lines = [" ".join(e.words) for e in examples[:10]]
     assert Restorer(model, spm2, meta2).restore(lines) == Restorer(a, spm_model, meta).restore(lines)
@@ -230,7 +226,7 @@ def test_training_is_reproducible_and_checkpoint_reloads(tmp_path):
 def test_load_checkpoint_rejects_other_files(tmp_path):
     torch.save({"model": {}}, tmp_path / "x.pt")
     with pytest.raises(ValueError, match="not a restoration checkpoint"):
-        load_checkpoint(str(tmp_path / "x.pt"))
+        load_restoration_checkpoint(str(tmp_path / "x.pt"))
 
 
 # ---------------------------------------------------------------- ONNX
@@ -240,7 +236,7 @@ def test_load_checkpoint_rejects_other_files(tmp_path):
 def exported(trained, tmp_path_factory):
     restorer, _, spm_model, meta = trained
     d = tmp_path_factory.mktemp("restore_onnx")
-    save_checkpoint(d / "model.pt", restorer.model, spm_model, meta, {})
+    save_restoration_checkpoint(d / "model.pt", restorer.model, spm_model, meta, {})
     diff = export_onnx(str(d / "model.pt"), str(d / "restore.onnx"))
     return d, diff
 
@@ -254,7 +250,7 @@ def test_onnx_matches_torch(trained, exported):
     inputs = [normalized(p) for p in test_lines] + ["", "who"]
     assert onnx_restorer.restore(inputs, batch_size=7) == restorer.restore(inputs, batch_size=5)
     enc = PieceEncoder(restorer.encoder.model_bytes)
-    from zipformer_pc.restore import pad_batch
+    from zipformer_pc.runtime.restoration import pad_batch
 
     tokens, lengths = pad_batch([enc.encode(x.split())[0] for x in inputs[:6]])
     for t, o in zip(restorer.logits(tokens, lengths), onnx_restorer.logits(tokens, lengths)):
@@ -317,10 +313,10 @@ def test_add_auto_punct_is_reproducible_and_keeps_true_p(exported, tmp_path):
         sa, sb = a.supervisions[0], b.supervisions[0]
         assert (sa.text, (sa.custom or {}).get(P_KEY)) == (sb.text, (sb.custom or {}).get(P_KEY))
         if sa.text:
-            assert normalized(sb.custom[P_AUTO_KEY]) == sa.text
-            assert sb.custom[P_AUTO_KEY][0].isupper()
+            assert normalized(sb.custom[AUTO_PUNCT_KEY]) == sa.text
+            assert sb.custom[AUTO_PUNCT_KEY][0].isupper()
         else:
-            assert P_AUTO_KEY not in (sb.custom or {})
+            assert AUTO_PUNCT_KEY not in (sb.custom or {})
         da, db = a.to_dict(), b.to_dict()
         da["supervisions"][0].pop("custom", None)
         db["supervisions"][0].pop("custom", None)
@@ -333,7 +329,7 @@ def test_add_auto_punct_is_reproducible_and_keeps_true_p(exported, tmp_path):
 def test_restore_text_cli(exported, tmp_path):
     d, _ = exported
     (tmp_path / "in.txt").write_text("u1 who saw emma\nu2\nu3\t?!\nu4 then she said\n")
-    r = _run("local/restore_text.py", "--onnx", d / "restore.onnx", "--has-ids", "true",
+    r = _run("-m", "zipformer_pc.restoration.apply", "--onnx", d / "restore.onnx", "--has-ids", "true",
              "--input", tmp_path / "in.txt", "--output", tmp_path / "out.txt")
     assert r.returncode == 0, r.stderr
     lines = (tmp_path / "out.txt").read_text().splitlines()
@@ -341,7 +337,7 @@ def test_restore_text_cli(exported, tmp_path):
     assert lines[1] == "u2\t" and lines[2] == "u3\t"
     assert normalized(lines[0].split("\t")[1]) == "who saw emma"
     assert "2 of 4 line(s) have no word" in r.stderr
-    r = _run("local/restore_text.py", "--checkpoint", d / "model.pt", input="who saw emma\n")
+    r = _run("-m", "zipformer_pc.restoration.apply", "--checkpoint", d / "model.pt", input="who saw emma\n")
     assert r.returncode == 0 and normalized(r.stdout) == "who saw emma" and r.stdout.endswith("\n")
 
 
@@ -350,7 +346,7 @@ def test_train_cli_writes_checkpoint_and_table(tmp_path):
     (tmp_path / "train.txt").write_text("\n".join(synthetic_sentences(80, seed=4)) + "\n\n?!\n")
     (tmp_path / "test.txt").write_text("\n".join(synthetic_sentences(10, seed=5)) + "\n")
     exp = tmp_path / "exp"
-    r = _run("local/train_restoration.py", "--train-text", tmp_path / "train.txt", "--exp-dir", exp,
+    r = _run("-m", "zipformer_pc.restoration.train", "--train-text", tmp_path / "train.txt", "--exp-dir", exp,
              "--test-sets", f"t={tmp_path / 'test.txt'}", "--epochs", "1", "--d-model", "32", "--num-layers", "1",
              "--ff-dim", "64", "--vocab-size", "60", "--lambda", "0.3")
     assert r.returncode == 0, r.stderr

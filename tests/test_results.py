@@ -1,4 +1,4 @@
-"""local/make_results.py on fabricated decoding outputs (no training)."""
+"""scoring/make_results.py on fabricated decoding outputs (no training)."""
 
 import json
 import random
@@ -42,15 +42,17 @@ def fabricate(exp: Path, name: str, test: str, hyp_p, n_utts: int = 60, cascade=
 
 
 def write_registry(exp: Path, names):
+    """The rows of the experiment plan (egs/systems.tsv) for ``names``, as EXP/systems.tsv."""
     exp.mkdir(parents=True, exist_ok=True)
-    lines = ["name\tstage\tmodel_type\ttrain_cuts\toptions\tdescription"]
-    lines += [f"{n}\t1\tconditioned\ttrain_p1\t\t{n}" for n in names]
+    lines = [line for line in (ROOT / "egs" / "systems.tsv").read_text().splitlines()
+             if line.startswith("name\t") or line.split("\t", 1)[0] in names]
     (exp / "systems.tsv").write_text("\n".join(lines) + "\n")
 
 
 def run(exp: Path, results: Path, data: Path):
     return subprocess.run(
-        [sys.executable, "local/make_results.py", "--exp-dir", str(exp), "--data-dir", str(data),
+        [sys.executable, "scoring/make_results.py", "--plan", str(exp / "systems.tsv"), "--exp-dir", str(exp),
+         "--test-set", "test=in-domain", "--test-set", "test_ood=out-of-domain", "--data-dir", str(data),
          "--results-dir", str(results), "--num-epochs", "2", "--avg", "1", "--command", "bash run.sh --test"],
         cwd=ROOT, capture_output=True, text=True)
 

@@ -85,8 +85,8 @@ def test_recognizer_and_cli_run_without_torch_or_lhotse(tmp_path):
     blocked process gives the transcripts this process gives, through the API and the CLI."""
     import torch
 
-    from zipformer_pc.model import HeadConfig, build_model, make_model_config
-    from zipformer_pc.onnx_export import export_model
+    from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
+    from zipformer_pc.export.onnx_export import export_model
     from zipformer_pc.runtime import StreamingRecognizer
 
     vocab = 40

@@ -1,4 +1,4 @@
-"""Tests of local/score.py (run as a subprocess) and zipformer_pc.transcripts."""
+"""Tests of scoring/score.py (run as a subprocess) and zipformer_pc.transcripts."""
 
 import json
 import subprocess
@@ -14,8 +14,8 @@ from zipformer_pc.transcripts import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SCORE = ROOT / "local" / "score.py"
-EXAMPLES = ROOT / "local" / "examples"
+SCORE = ROOT / "scoring" / "score.py"
+EXAMPLES = ROOT / "scoring" / "examples"
 HEADER = "| system | WER | PuncER | CaseER | PC-WER | PER | WER-C | WER-PC |"
 
 

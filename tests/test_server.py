@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import RULE2, ServerProcess, benchmark_module, speech_like
 
-aiohttp = pytest.importorskip("aiohttp", reason="the server needs aiohttp (bash local/setup_env.sh installs it)")
+aiohttp = pytest.importorskip("aiohttp", reason="the server needs aiohttp (bash tools/setup_env.sh installs it)")
 
 from zipformer_pc.runtime import StreamingRecognizer  # noqa: E402
 from zipformer_pc.runtime.endpoint import EndpointConfig  # noqa: E402
@@ -312,7 +312,6 @@ def test_sigterm_finishes_open_streams_then_exits(tiny_onnx_model, offline):
 
 @pytest.mark.slow
 def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, capsys):
-    benchmark_module("sherpa_vs_ours")  # server_load imports it as its neighbour
     server_load = benchmark_module("server_load")
     status = server_load.main(["--model-dir", str(tiny_onnx_model), "--streams", "1,3", "--seconds", "3",
                                "--speed", "0"])
@@ -322,7 +321,7 @@ def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, capsys):
 
 
 def test_the_readme_server_commands_parse(tmp_path):
-    """The README's server section: every command's options exist (local/check_args.py)."""
+    """The README's server section: every command's options exist (tools/check_args.py)."""
     import re
     import subprocess
     import sys
@@ -335,6 +334,6 @@ def test_the_readme_server_commands_parse(tmp_path):
                                                                            "zipformer_pc.server.client"}
     cmds = tmp_path / "cmds.txt"
     cmds.write_text("\n".join(commands) + "\n")
-    r = subprocess.run([sys.executable, "local/check_args.py", "--commands-file", str(cmds)], cwd=ROOT,
+    r = subprocess.run([sys.executable, "tools/check_args.py", "--commands-file", str(cmds)], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr

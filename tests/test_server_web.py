@@ -27,7 +27,7 @@ SECONDS = 5.0  # of audio the page sends
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs chromium and chromium-driver "
-                       "(apt-get install chromium chromium-driver; local/setup_env.sh does it as root)"),
+                       "(apt-get install chromium chromium-driver; tools/setup_env.sh does it as root)"),
 ]
 
 SENT_AUDIO_JS = """

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zipformer_pc.references import P_KEY, RAW_KEY, SYNTH_PUNCT, get_n, get_p, has_p
+from zipformer_pc.data.references import P_KEY, RAW_KEY, SYNTH_PUNCT, get_n, get_p, has_p
 from zipformer_pc.text import normalized, punctuated
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def train_cmd(corpus: Path, exp_dir: Path, *extra: str, subset: str = "p0.5"):
     return [
-        sys.executable, "-m", "zipformer_pc.train",
+        sys.executable, "-m", "zipformer_pc.training.train",
         "--exp-dir", str(exp_dir),
         "--train-cuts", str(corpus / "fbank" / f"synth_cuts_train_{subset}.jsonl.gz"),
         "--valid-cuts", str(corpus / "fbank" / "synth_cuts_dev.jsonl.gz"),
@@ -101,7 +101,7 @@ def test_tiny_validation_loss_falls_and_checkpoints_average(tiny_corpus, tmp_pat
 
     # --epoch 3 --avg 2: plain average of epochs 2 and 3, or (default) the
     # running averages' difference between the end of epoch 1 and of epoch 3
-    from zipformer_pc.checkpoint import averaged_weights, load_checkpoint, load_model_for_inference
+    from zipformer_pc.training.checkpoint import averaged_weights, load_checkpoint, load_model_for_inference
 
     e1, e2, e3 = (load_checkpoint(tmp_path / f"epoch-{e}.pt") for e in (1, 2, 3))
     plain = averaged_weights(tmp_path, 3, 2, use_averaged_model=False)["model"]
@@ -135,12 +135,12 @@ def test_init_from_a_norm_checkpoint_with_auxiliary_ctc(tiny_corpus, tmp_path):
 def test_auto_punct_training_validates_on_true_p_when_dev_has_no_p_auto(tiny_corpus, tmp_path):
     from lhotse import CutSet, load_manifest_lazy
 
-    from zipformer_pc.references import P_AUTO_KEY, P_KEY, any_auto_punct
+    from zipformer_pc.data.references import AUTO_PUNCT_KEY, P_KEY, any_auto_punct
 
     cuts = []
     for c in load_manifest_lazy(tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"):
         for s in c.supervisions:
-            s.custom[P_AUTO_KEY] = s.custom[P_KEY].rstrip(".?") + "."  # a P' that differs from P
+            s.custom[AUTO_PUNCT_KEY] = s.custom[P_KEY].rstrip(".?") + "."  # a P' that differs from P
         cuts.append(c)
     train = tmp_path / "train_pauto.jsonl.gz"
     CutSet.from_cuts(cuts).to_file(train)
@@ -164,7 +164,7 @@ def test_short_epochs_average_exactly_the_per_batch_weights(tiny_corpus, tmp_pat
     weights (the average was never updated) and extrapolated intervals.
     Tolerance: 1e-6 absolute (float64 sums of float32 weights).
     """
-    from zipformer_pc.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
+    from zipformer_pc.training.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
 
     cmd = train_cmd(tiny_corpus, tmp_path, "--model-type", "conditioned", "--num-epochs", "3",
                     "--save-every-n", "1", "--keep-last-k", "0", "--average-period", "200",
@@ -193,7 +193,7 @@ def test_short_epochs_average_exactly_the_per_batch_weights(tiny_corpus, tmp_pat
     assert not torch.allclose(averaged_weights(tmp_path, epoch=3, avg=1)["model"][key].float(),
                               init["model"][key], atol=1e-4)
     # decode logs the batch range it averages
-    d = subprocess.run([sys.executable, "-m", "zipformer_pc.decode", "--exp-dir", str(tmp_path), "--epoch", "3",
+    d = subprocess.run([sys.executable, "-m", "zipformer_pc.decoding.decode", "--exp-dir", str(tmp_path), "--epoch", "3",
                         "--avg", "1", "--bpe-model", str(tiny_corpus / "lang_bpe_120" / "bpe.model"),
                         "--test-sets", f"dev={tiny_corpus / 'fbank' / 'synth_cuts_dev.jsonl.gz'}",
                         "--num-threads", "1"], cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -1,6 +1,6 @@
 """train.py option defaults per encoder (fast)."""
 
-from zipformer_pc.train import TRAINING_DEFAULTS, apply_training_defaults, get_parser
+from zipformer_pc.training.train import TRAINING_DEFAULTS, apply_training_defaults, get_parser
 
 BASE = ["--train-cuts", "t.jsonl.gz", "--valid-cuts", "v.jsonl.gz", "--bpe-model", "b.model", "--exp-dir", "x"]
 
@@ -32,8 +32,8 @@ def test_each_encoder_gets_its_own_defaults_and_the_command_line_wins():
 def test_a_resumed_run_takes_the_schedule_given_on_its_command_line_only():
     import torch
 
-    from zipformer_pc.optim import Eden, make_optimizer
-    from zipformer_pc.train import resume_schedule
+    from zipformer_pc.training.optim import Eden, make_optimizer
+    from zipformer_pc.training.train import resume_schedule
 
     def scheduler_from(args):
         opt = make_optimizer("scaled_adam", [torch.nn.Parameter(torch.ones(3))], lr=args.base_lr)

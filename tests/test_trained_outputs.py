@@ -75,7 +75,7 @@ def pick_three(cuts, tokenizer):
 def memorised_model(tiny_corpus, tmp_path_factory):
     from lhotse import CutSet
 
-    from zipformer_pc.dataset import Tokenizer
+    from zipformer_pc.data.tokenizer import Tokenizer
 
     work = tmp_path_factory.mktemp("memorised")
     tokenizer = Tokenizer(str(tiny_corpus / "lang_bpe_120" / "bpe.model"))
@@ -85,7 +85,7 @@ def memorised_model(tiny_corpus, tmp_path_factory):
         work / "train.jsonl.gz")
     exp_dir = work / "exp"
     cmd = [
-        sys.executable, "-m", "zipformer_pc.train", "--exp-dir", str(exp_dir),
+        sys.executable, "-m", "zipformer_pc.training.train", "--exp-dir", str(exp_dir),
         "--train-cuts", str(work / "train.jsonl.gz"), "--valid-cuts", str(work / "three.jsonl.gz"),
         "--bpe-model", str(tiny_corpus / "lang_bpe_120" / "bpe.model"), "--model-type", "conditioned",
         "--encoder", "tiny", "--num-epochs", str(EPOCHS), "--max-duration", "8", "--num-buckets", "1",
@@ -103,7 +103,7 @@ def memorised_model(tiny_corpus, tmp_path_factory):
 def decode(memorised_model, bpe_model):
     """decode.py (greedy) on the three utterances -> ({mode: {cut id: (ref, hyp)}}, {mode: summary})."""
     exp_dir, cuts, _ = memorised_model
-    cmd = [sys.executable, "-m", "zipformer_pc.decode", "--exp-dir", str(exp_dir), "--epoch", str(EPOCHS), "--avg", "1",
+    cmd = [sys.executable, "-m", "zipformer_pc.decoding.decode", "--exp-dir", str(exp_dir), "--epoch", str(EPOCHS), "--avg", "1",
            "--use-averaged-model", "false", "--bpe-model", str(bpe_model), "--test-sets", f"three={cuts}",
            "--num-threads", "2", "--max-sym-per-frame", str(MAX_SYM)]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -195,10 +195,11 @@ def test_each_mode_scores_its_own_reference_far_above_the_other(memorised_model,
     import torch
     from lhotse import CutSet
 
-    from zipformer_pc.checkpoint import load_model_for_inference
-    from zipformer_pc.dataset import PCAsrDataset, Tokenizer
+    from zipformer_pc.training.checkpoint import load_model_for_inference
+    from zipformer_pc.data.dataset import PCAsrDataset
+    from zipformer_pc.data.tokenizer import Tokenizer
     from zipformer_pc.modes import MODE_N, MODE_P
-    from zipformer_pc.loss import LossConfig
+    from zipformer_pc.model.loss import LossConfig
 
     exp_dir, cuts, _ = memorised_model
     model = load_model_for_inference(exp_dir, epoch=EPOCHS, avg=1, use_averaged_model=False)

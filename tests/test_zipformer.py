@@ -1,5 +1,5 @@
-"""Tests of the streaming Zipformer encoder (zipformer_pc.zipformer and its
-building blocks in zipformer_pc.scaling / zipformer_pc.subsampling).
+"""Tests of the streaming Zipformer encoder (zipformer_pc.model.zipformer and its
+building blocks in zipformer_pc.model.scaling / zipformer_pc.model.subsampling).
 
 All forward passes use the ``tiny`` configuration and a few seconds of
 features so the file runs in well under a minute on two CPU cores; the
@@ -15,7 +15,7 @@ from typing import List, Tuple
 import pytest
 import torch
 
-from zipformer_pc.scaling import (
+from zipformer_pc.model.scaling import (
     Balancer,
     BiasNorm,
     Whiten,
@@ -24,8 +24,8 @@ from zipformer_pc.scaling import (
     swoosh_r,
     whitening_metric,
 )
-from zipformer_pc.subsampling import Conv2dSubsampling
-from zipformer_pc.zipformer import (
+from zipformer_pc.model.subsampling import Conv2dSubsampling
+from zipformer_pc.model.zipformer import (
     ENCODER_CONFIGS,
     EncoderConfig,
     ZipformerEncoder,

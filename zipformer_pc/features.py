@@ -18,7 +18,7 @@ inside the functions that need them): the streaming runtime
 (:mod:`zipformer_pc.runtime`) reads these options without torch or lhotse.
 """
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -44,28 +44,36 @@ FBANK_OPTIONS: Dict[str, Any] = {
 }
 
 
+# Where each option goes: its lhotse ``FbankConfig`` field (with a unit
+# conversion) and its kaldi-native-fbank ``FbankOptions`` attribute path.
+_MS = 1e-3
+OPTION_NAMES: Dict[str, Tuple[str, float, str]] = {
+    "sampling_rate": ("sampling_rate", 1.0, "frame_opts.samp_freq"),
+    "num_mel_bins": ("num_mel_bins", 1.0, "mel_opts.num_bins"),
+    "frame_shift_ms": ("frame_shift", _MS, "frame_opts.frame_shift_ms"),
+    "frame_length_ms": ("frame_length", _MS, "frame_opts.frame_length_ms"),
+    "low_freq": ("low_freq", 1.0, "mel_opts.low_freq"),
+    "high_freq": ("high_freq", 1.0, "mel_opts.high_freq"),
+    "dither": ("dither", 1.0, "frame_opts.dither"),
+    "snip_edges": ("snip_edges", 1.0, "frame_opts.snip_edges"),
+    "preemph_coeff": ("preemph_coeff", 1.0, "frame_opts.preemph_coeff"),
+    "remove_dc_offset": ("remove_dc_offset", 1.0, "frame_opts.remove_dc_offset"),
+    "window_type": ("window_type", 1.0, "frame_opts.window_type"),
+    "round_to_power_of_two": ("round_to_power_of_two", 1.0, "frame_opts.round_to_power_of_two"),
+    "energy_floor": ("energy_floor", 1.0, "energy_floor"),
+}
+
+
+def _scaled(value: Any, scale: float) -> Any:
+    return value * scale if scale != 1.0 else value
+
+
 def lhotse_fbank():
     """lhotse ``Fbank`` extractor with the recipe's options (training features)."""
     from lhotse.features.kaldi.extractors import Fbank, FbankConfig
 
-    o = FBANK_OPTIONS
-    return Fbank(
-        FbankConfig(
-            sampling_rate=o["sampling_rate"],
-            frame_length=o["frame_length_ms"] / 1000,
-            frame_shift=o["frame_shift_ms"] / 1000,
-            num_mel_bins=o["num_mel_bins"],
-            low_freq=o["low_freq"],
-            high_freq=o["high_freq"],
-            dither=o["dither"],
-            snip_edges=o["snip_edges"],
-            preemph_coeff=o["preemph_coeff"],
-            remove_dc_offset=o["remove_dc_offset"],
-            window_type=o["window_type"],
-            round_to_power_of_two=o["round_to_power_of_two"],
-            energy_floor=o["energy_floor"],
-        )
-    )
+    return Fbank(FbankConfig(**{field: _scaled(FBANK_OPTIONS[k], scale)
+                                for k, (field, scale, _) in OPTION_NAMES.items()}))
 
 
 def knf_fbank_options(options: Optional[Mapping[str, Any]] = None):
@@ -79,19 +87,10 @@ def knf_fbank_options(options: Optional[Mapping[str, Any]] = None):
 
     o = FBANK_OPTIONS if options is None else options
     opts = knf.FbankOptions()
-    opts.frame_opts.samp_freq = float(o["sampling_rate"])
-    opts.frame_opts.frame_shift_ms = o["frame_shift_ms"]
-    opts.frame_opts.frame_length_ms = o["frame_length_ms"]
-    opts.frame_opts.dither = o["dither"]
-    opts.frame_opts.snip_edges = o["snip_edges"]
-    opts.frame_opts.preemph_coeff = o["preemph_coeff"]
-    opts.frame_opts.remove_dc_offset = o["remove_dc_offset"]
-    opts.frame_opts.window_type = o["window_type"]
-    opts.frame_opts.round_to_power_of_two = o["round_to_power_of_two"]
-    opts.mel_opts.num_bins = o["num_mel_bins"]
-    opts.mel_opts.low_freq = o["low_freq"]
-    opts.mel_opts.high_freq = o["high_freq"]
-    opts.energy_floor = o["energy_floor"]
+    for k, (_, _, path) in OPTION_NAMES.items():
+        owner, _, attr = path.rpartition(".")
+        value = float(o[k]) if k == "sampling_rate" else o[k]
+        setattr(getattr(opts, owner) if owner else opts, attr, value)
     opts.use_energy = False
     opts.use_log_fbank = True
     opts.use_power = True
@@ -138,3 +137,11 @@ def num_frames(num_samples: int) -> int:
     """Frames produced for ``num_samples`` samples with ``snip_edges=False``."""
     shift = int(SAMPLING_RATE * FRAME_SHIFT_MS / 1000)
     return (num_samples + shift // 2) // shift
+
+
+def encoder_frames(num_frames: int) -> int:
+    """Encoder output frames (25 Hz) for ``num_frames`` feature frames (100 Hz):
+    ``((T - 7) // 2 + 1) // 2``, the count of
+    :meth:`zipformer_pc.model.zipformer.ZipformerEncoder.output_lengths`,
+    without torch (data preparation drops cuts with more tokens than this)."""
+    return (max((num_frames - 7) // 2, 0) + 1) // 2

@@ -313,7 +313,7 @@ class CorpusScore:
         }
 
     def summary(self) -> Dict[str, object]:
-        """Every metric (percent) with the counts behind it; the JSON of ``local/score.py``."""
+        """Every metric (percent) with the counts behind it; the JSON of ``scoring/score.py``."""
         t = self.totals()
         per = self.per_counts()
         wer = _pct(t["E_np_nc"], t["N_np_nc"])

@@ -5,7 +5,7 @@ Every output of the recipe is one of two *modes*:
 * ``N`` (id ``MODE_N = 0``): normalized, lowercase, no punctuation;
 * ``P`` (id ``MODE_P = 1``): punctuated and cased.
 
-The ids are what the conditioned predictor embeds (``zipformer_pc.decoder``)
+The ids are what the conditioned predictor embeds (``zipformer_pc.model.decoder``)
 and what training, decoding and export pass around; the names are what files,
 ONNX metadata, command lines and transcripts use (``decoder-P.onnx``,
 ``--modes N,P``, ``{"P": ..., "N": ...}``).
@@ -18,7 +18,7 @@ Per model type (``--model-type``) a mode is reached in one of three ways:
 * *derived*: computed from another mode's text, with no search: a ``punct``
   model's N is :func:`zipformer_pc.text.normalized` of its P;
 * *restorable*: only with a separate restoration model (the cascade): a
-  ``norm`` model's N restored to P by ``zipformer_pc.restore``.
+  ``norm`` model's N restored to P by ``zipformer_pc.restoration``.
 
 This module imports nothing heavy (no torch, no lhotse, not even
 ``zipformer_pc.text`` until :func:`derive` runs): the streaming runtime
@@ -61,7 +61,7 @@ class ModeRules:
         return sorted(modes)
 
 
-#: the four model types of ``zipformer_pc.model`` and their rules
+#: the four model types of ``zipformer_pc.model.transducer`` and their rules
 RULES: Dict[str, ModeRules] = {
     "punct": ModeRules(searched=(MODE_P,), derived=(MODE_N,)),
     "norm": ModeRules(searched=(MODE_N,), restorable=(MODE_P,)),

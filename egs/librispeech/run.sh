@@ -41,7 +41,7 @@
 # Options (defaults in brackets):
 #   --stage N --stop-stage M      stages to run [0 .. 6]
 #   --dry-run true|false          print every command and check that its arguments parse
-#                                 (local/check_args.py); nothing is run or written [false]
+#                                 (tools/check_args.py); nothing is run or written [false]
 #   --data-dir DIR --dl-dir DIR   prepared data [data], downloads [download]
 #   --exp-dir DIR                 experiments [egs/librispeech/exp]
 #   --results-dir DIR             where RESULTS.md goes [egs/librispeech]
@@ -49,7 +49,7 @@
 #   --parts LIST                  LibriSpeech parts [all seven: dev/test clean/other, the three train parts]
 #   --speed-perturb true|false    0.9x/1.1x training copies (prepare.sh) [false]
 #   --prep-nj N                   data preparation jobs [8]
-#   --encoder NAME                encoder config of zipformer_pc.train [paper]
+#   --encoder NAME                encoder config of zipformer_pc.training.train [paper]
 #   --world-size N                GPUs per training (DDP) [4]
 #   --use-fp16 true|false         mixed precision [true]
 #   --num-epochs N --avg A        training epochs; checkpoints averaged for decoding/export [40, 15]
@@ -64,7 +64,7 @@
 #   --decode-threads N            torch threads per decoding job [4]
 #   --decode-max-duration S       seconds of audio per decoding batch [600]
 #   --rtf-utts N                  test-clean utterances for the streaming RTF (0: all) [200]
-#   --whisper-model NAME          Whisper rows (local/whisper_score.py) when openai-whisper and
+#   --whisper-model NAME          Whisper rows (scoring/whisper_score.py) when openai-whisper and
 #                                 its weights are local; "" skips them [base]
 #   --train-extra "OPTS"          appended to every training command [""]
 #   --decode-extra "OPTS"         appended to every decoding command [""]
@@ -85,8 +85,8 @@
 #      search, simulated streaming (chunk 32, left context 128); norm also as the cascade
 #      (--restore-model); Whisper rows when available
 #   5  ONNX export of every system (fp32 + int8); streaming RTF of punct_p, twodec_p, cond_p and
-#      the cascade at 1 and 2 threads (export/measure_rtf.py)
-#   6  RESULTS.md (local/make_results.py) and EXP_DIR/decode_tables.md (every decoding table)
+#      the cascade at 1 and 2 threads (scoring/measure_rtf.py)
+#   6  RESULTS.md (scoring/make_results.py) and EXP_DIR/decode_tables.md (every decoding table)
 #
 # Every stage skips finished work (a trained epoch-N.pt, a decoding marker, an
 # exported model) and an interrupted training resumes from its last epoch.
@@ -127,11 +127,8 @@ decode_extra=""
 seed=42
 
 cmdline="bash egs/librispeech/run.sh $*"
-. local/parse_options.sh
-. ./path.sh
-
-log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (egs/librispeech/run.sh) $*"; }
-die() { echo "egs/librispeech/run.sh: $*" >&2; exit 2; }
+. tools/parse_options.sh
+. tools/recipe.sh
 
 is_int() { case "$1" in ''|*[!0-9]*) return 1 ;; *) return 0 ;; esac; }
 for v in stage stop_stage num_epochs avg world_size decode_nj decode_threads rtf_utts prep_nj num_workers seed; do
@@ -145,8 +142,9 @@ done
 [ "$decode_nj" -ge 1 ] || die "--decode-nj must be at least 1"
 
 # ------------------------------------------------------------ one command runner
-# Every command of the recipe (python and prepare.sh) goes through run/run_bg.
-# Dry run: the command is printed and recorded; at the end local/check_args.py
+# Every command of the recipe (python and prepare.sh) goes through run/run_job
+# (tools/recipe.sh); decoding runs --decode-nj jobs side by side.
+# Dry run: the command is printed and recorded; at the end tools/check_args.py
 # checks every recorded command's arguments in one process (one torch import
 # instead of dozens) without running any of them, and nothing is written.
 dry_list=""
@@ -154,47 +152,7 @@ if [ "$dry_run" = true ]; then
   dry_list=$(mktemp "${TMPDIR:-/tmp}/librispeech_dry_run.XXXXXX")
   trap 'rm -f "$dry_list"' EXIT
 fi
-# quoted ARGS...: the arguments as one shell line (single quotes only where needed)
-quoted() {
-  local a out="" q="'"
-  for a in "$@"; do
-    if [[ -n "$a" && "$a" =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then out+="$a "; else out+="'${a//$q/$q\\$q$q}' "; fi
-  done
-  echo "${out% }"
-}
-run() {
-  if [ "$dry_run" = true ]; then
-    local line
-    line=$(quoted "$@")
-    echo "[dry-run] $line"
-    echo "$line" >> "$dry_list"
-    return 0
-  fi
-  "$@"
-}
-# run_bg NAME LOG MARKER WANT CMD...: CMD in the background (at most --decode-nj
-# at once), its output in LOG; on success WANT is written to MARKER.
-bg_pids=()
-bg_names=()
-run_bg() {
-  local name=$1 logf=$2 marker=$3 want=$4; shift 4
-  if [ "$dry_run" = true ]; then run "$@"; return 0; fi
-  while [ "$(jobs -rp | wc -l)" -ge "$decode_nj" ]; do wait -n || true; done
-  log "  start $name (log: $logf)"
-  ( run "$@" > "$logf" 2>&1 && echo "$want" > "$marker" ) &
-  bg_pids+=($!)
-  bg_names+=("$name")
-}
-wait_bg() {
-  local i failed=0
-  for i in "${!bg_pids[@]}"; do
-    wait "${bg_pids[$i]}" || { echo "egs/librispeech/run.sh: ${bg_names[$i]} failed (see its log)" >&2; failed=1; }
-  done
-  bg_pids=()
-  bg_names=()
-  [ "$failed" -eq 0 ] || exit 1
-}
-run_this() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+nj=$decode_nj
 # real runs only: a file the next stage needs
 need() { [ "$dry_run" = true ] || [ -e "$1" ] || die "$1 is missing: $2"; }
 
@@ -227,45 +185,12 @@ test_sets=""
 for t in "${tests[@]}"; do test_sets="$test_sets${test_sets:+,}$t=$fbank/librispeech_cuts_$t.jsonl.gz"; done
 
 # --------------------------------------------------------------------- systems
-# name | stage | model type | training manifest (suffix of $train_stem) | extra training options | description
-SYSTEMS=(
-  "punct_p|1|punct|p1||punct, trained on P"
-  "punct_pauto|1|punct|pauto_p1|--use-auto-punct true|punct, trained on P' (auto-punctuated)"
-  "norm|1|norm|p1||norm (ASR of the cascade)"
-  "twodec_p|1|two-decoder|p1||two-decoder, P+N"
-  "twodec_pauto|1|two-decoder|pauto_p1|--use-auto-punct true|two-decoder, P'+N"
-  "cond_p|1|conditioned|p1||conditioned, P+N"
-  "cond_pauto|1|conditioned|pauto_p1|--use-auto-punct true|conditioned, P'+N"
-)
-for f in 0.5 0.35 0.2 0.05; do
-  SYSTEMS+=("cond_p$f|2|conditioned|p$f||conditioned, P for a fixed $f of the cuts")
-  SYSTEMS+=("cond_rand$f|2|conditioned|p1|--punct-proportion $f|conditioned, P for a random $f of each batch")
-done
-SYSTEMS+=("cond_p_a0.3|3|conditioned|p1|--alpha 0.3|conditioned, P+N, alpha 0.3")
-SYSTEMS+=("cond_p_a0.7|3|conditioned|p1|--alpha 0.7|conditioned, P+N, alpha 0.7")
-
-all_names=()
-for s in "${SYSTEMS[@]}"; do all_names+=("${s%%|*}"); done
-if [ "$systems" = all ]; then
-  selected=" ${all_names[*]} "
-else
-  selected=" ${systems//,/ } "
-  for n in $selected; do
-    case " ${all_names[*]} " in *" $n "*) ;; *) die "unknown system '$n' (known: ${all_names[*]})" ;; esac
-  done
-fi
-is_selected() { case "$selected" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-
+# the experiment plan (egs/systems.tsv), shared with egs/synth/run.sh
+plan_load egs/systems.tsv
+plan_select "$systems"
 if [ "$dry_run" = false ]; then
   mkdir -p "$exp_dir"
-  # the registry local/make_results.py reads (the layout of egs/synth/run.sh's)
-  {
-    printf 'name\tstage\tmodel_type\ttrain_cuts\toptions\tdescription\n'
-    for s in "${SYSTEMS[@]}"; do
-      IFS='|' read -r name st mtype cuts opts desc <<< "$s"
-      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$st" "$mtype" "train_$cuts" "$opts" "$desc"
-    done
-  } > "$exp_dir/systems.tsv"
+  cp egs/systems.tsv "$exp_dir/systems.tsv"  # the plan this run followed
 fi
 [ "$dry_run" = true ] && log "Dry run: commands are printed and their arguments checked; nothing runs."
 
@@ -279,23 +204,20 @@ fi
 
 # -------------------------------------------------------------- stages 1 to 3
 train_system() {
-  local name=$1 mtype=$2 cuts=$3 opts=$4
-  local exp=$exp_dir/$name manifest=$fbank/${train_stem}_$cuts.jsonl.gz start=1 e
+  local exp=$exp_dir/$name manifest=$fbank/${train_stem}_$(train_cuts_suffix).jsonl.gz start=1
   need "$manifest" "run stage 0 first"
   need "$bpe_dir/bpe.model" "run stage 0 first"
   if [ "$dry_run" = false ]; then
-    if [ -f "$exp/epoch-$num_epochs.pt" ]; then log "  $name: already trained ($num_epochs epochs)"; return 0; fi
-    for ((e = num_epochs - 1; e >= 1; e--)); do
-      if [ -f "$exp/epoch-$e.pt" ]; then start=$((e + 1)); break; fi
-    done
+    start=$(first_epoch "$exp" "$num_epochs")
+    if [ "$start" -gt "$num_epochs" ]; then log "  $name: already trained ($num_epochs epochs)"; return 0; fi
     mkdir -p "$exp"
   fi
-  # shellcheck disable=SC2086  # opts and train_extra are option lists
-  set -- python3 -m zipformer_pc.train --exp-dir "$exp" --model-type "$mtype" --encoder "$encoder" \
+  # shellcheck disable=SC2046,SC2086
+  set -- python3 -m zipformer_pc.training.train --exp-dir "$exp" --encoder "$encoder" \
     --train-cuts "$manifest" --valid-cuts "$valid_cuts" --bpe-model "$bpe_dir/bpe.model" \
     --world-size "$world_size" --use-fp16 "$use_fp16" --num-epochs "$num_epochs" --start-epoch "$start" \
     --max-duration "$max_duration" --num-workers "$num_workers" --loss "$loss" \
-    --master-port "$master_port" --seed "$seed" $opts $train_extra
+    --master-port "$master_port" --seed "$seed" $(train_options) $train_extra
   [ "$dry_run" = true ] || echo "$*" > "$exp/train_cmd.txt"
   log "  training $name (epochs $start..$num_epochs; log: $exp/log/)"
   run "$@"
@@ -308,9 +230,9 @@ for st in 1 2 3; do
   esac
   log "Stage $st: training the $what ($encoder encoder, $num_epochs epochs, $world_size GPUs, fp16 $use_fp16)"
   for s in "${SYSTEMS[@]}"; do
-    IFS='|' read -r name sst mtype cuts opts desc <<< "$s"
-    [ "$sst" = "$st" ] && is_selected "$name" || continue
-    train_system "$name" "$mtype" "$cuts" "$opts"
+    system_fields "$s"
+    [ "$sys_stage" = "$st" ] && is_selected "$name" || continue
+    train_system
   done
 done
 
@@ -319,12 +241,12 @@ if run_this 4; then
   log "Stage 4: decoding (${decoding_methods//,/ }; chunk $chunk_size, left context $left_context_frames; epoch $num_epochs avg $avg)"
   need "$bpe_dir/bpe.model" "run stage 0 first"
   for s in "${SYSTEMS[@]}"; do
-    IFS='|' read -r name sst mtype cuts opts desc <<< "$s"
+    system_fields "$s"
     is_selected "$name" || continue
     exp=$exp_dir/$name
     need "$exp/epoch-$num_epochs.pt" "$name is not trained: run stages 1-3"
     variants=("")
-    if [ "$mtype" = norm ]; then
+    if [ "$model_type" = norm ]; then
       need "$restore_onnx" "the restoration model comes from stage 0"
       variants+=("cascade")
     fi
@@ -336,30 +258,30 @@ if run_this 4; then
         tag=$name${variant:+_$variant}
         marker=$exp/.done.decode-$method${variant:+-$variant}
         want="epoch=$num_epochs avg=$avg chunk=$chunk_size left=$left_context_frames beam=$beam_size tests=$test_sets"
-        if [ "$dry_run" = false ] && [ -f "$marker" ] && [ "$(cat "$marker")" = "$want" ]; then
+        if done_as "$marker" "$want"; then
           log "  $tag ($method): already decoded"; continue
         fi
         # shellcheck disable=SC2086
-        run_bg "decoding of $tag ($method)" "$exp/decode-$method${variant:+-$variant}.log" "$marker" "$want" \
-          python3 -m zipformer_pc.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
+        run_job "decoding of $tag ($method)" "$exp/decode-$method${variant:+-$variant}.log" "$marker" "$want" \
+          python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
           --use-averaged-model true --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" \
           --decoding-method "$method" --chunk-size "$chunk_size" --left-context-frames "$left_context_frames" \
           --max-duration "$decode_max_duration" --num-threads "$decode_threads" "${extra[@]}" $decode_extra
       done
     done
   done
-  wait_bg
+  wait_jobs
 
   if [ -n "$whisper_model" ]; then
     wdir=$exp_dir/whisper_$(basename "$whisper_model" .pt)
     for t in "${tests[@]}"; do
       rc=0
-      run python3 local/whisper_score.py --cuts "$fbank/librispeech_cuts_$t.jsonl.gz" --model "$whisper_model" \
+      run python3 scoring/whisper_score.py --cuts "$fbank/librispeech_cuts_$t.jsonl.gz" --model "$whisper_model" \
         --test-name "$t" --output-dir "$wdir" --num-threads "$decode_threads" || rc=$?
       case $rc in
         0) ;;
         3|4) log "  Whisper rows skipped (openai-whisper or its weights are not here; message above)"; break ;;
-        *) die "local/whisper_score.py failed on $t (exit $rc)" ;;
+        *) die "scoring/whisper_score.py failed on $t (exit $rc)" ;;
       esac
     done
   fi
@@ -372,7 +294,7 @@ if run_this 5; then
   need "$bpe_dir/tokens.txt" "run stage 0 first"
   rtf_systems=()
   for s in "${SYSTEMS[@]}"; do
-    IFS='|' read -r name sst mtype cuts opts desc <<< "$s"
+    system_fields "$s"
     is_selected "$name" || continue
     exp=$exp_dir/$name
     need "$exp/epoch-$num_epochs.pt" "$name is not trained: run stages 1-3"
@@ -384,16 +306,16 @@ if run_this 5; then
         --tokens "$bpe_dir/tokens.txt" --chunk-size "$chunk_size" --left-context-frames "$left_context_frames" --int8 true
     fi
     # one RTF row per architecture (P' and Table III variants stream like their P twins)
-    case "$name" in
-      punct_p|twodec_p|cond_p) rtf_systems+=(--system "$name=$exp/onnx") ;;
-      norm) rtf_systems+=(--system "cascade=$exp/onnx:$restore_onnx") ;;
-    esac
+    # one row per architecture (the plan's rtf column)
+    [ "$rtf" = - ] && continue
+    if [ "$model_type" = norm ]; then rtf_systems+=(--system "$rtf=$exp/onnx:$restore_onnx")
+    else rtf_systems+=(--system "$rtf=$exp/onnx"); fi
   done
   if [ ${#rtf_systems[@]} -gt 0 ]; then
-    [ "$dry_run" = true ] || [ -f export/measure_rtf.py ] || die "export/measure_rtf.py does not exist yet"
+    [ "$dry_run" = true ] || [ -f scoring/measure_rtf.py ] || die "scoring/measure_rtf.py does not exist yet"
     rtf_cuts=$fbank/librispeech_cuts_${tests[0]}.jsonl.gz
     log "  streaming RTF on $rtf_utts utterances of ${tests[0]} (nothing else should run meanwhile)"
-    run python3 export/measure_rtf.py "${rtf_systems[@]}" --cuts "$rtf_cuts" --num-threads 1,2 \
+    run python3 scoring/measure_rtf.py "${rtf_systems[@]}" --cuts "$rtf_cuts" --num-threads 1,2 \
       --int8 false,true --max-utterances "$rtf_utts" --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
   fi
 fi
@@ -401,10 +323,13 @@ fi
 # ------------------------------------------------------------------- stage 6
 if run_this 6; then
   log "Stage 6: results"
-  [ "$dry_run" = true ] || [ -f local/make_results.py ] || die "local/make_results.py does not exist yet"
+  [ "$dry_run" = true ] || [ -f scoring/make_results.py ] || die "scoring/make_results.py does not exist yet"
   method=${decoding_methods##*,}
   [ "$dry_run" = true ] || mkdir -p "$results_dir"
-  run python3 local/make_results.py --exp-dir "$exp_dir" --data-dir "$dir" --results-dir "$results_dir" \
+  test_descs=()
+  for t in "${tests[@]}"; do test_descs+=(--test-set "$t=LibriSpeech $t"); done
+  run python3 scoring/make_results.py --plan egs/systems.tsv --exp-dir "$exp_dir" --data-dir "$dir" \
+    --results-dir "$results_dir" "${test_descs[@]}" --corpus "LibriSpeech ($parts)" \
     --decoding-method "$method" --num-epochs "$num_epochs" --avg "$avg" --encoder "$encoder" \
     --max-duration "$max_duration" --seed "$seed" --train-hours "$train_hours" --command "$cmdline"
   if [ "$dry_run" = false ]; then
@@ -419,9 +344,9 @@ if run_this 6; then
 fi
 
 if [ "$dry_run" = true ]; then
-  log "Checking the arguments of $(grep -c . "$dry_list") commands (local/check_args.py)"
+  log "Checking the arguments of $(grep -c . "$dry_list") commands (tools/check_args.py)"
   # scripts written in parallel with this recipe may not exist yet: reported and skipped
-  if python3 local/check_args.py --allow-missing export/measure_rtf.py,local/make_results.py,local/whisper_score.py \
+  if python3 tools/check_args.py --allow-missing scoring/measure_rtf.py,scoring/make_results.py,scoring/whisper_score.py \
       --commands-file "$dry_list"; then
     log "Dry run OK: every command's arguments parse (nothing was run)"
     exit 0

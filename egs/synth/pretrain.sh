@@ -59,12 +59,8 @@ latency_chunks="16 32 64"
 latency_utts=50
 
 cmdline="bash egs/synth/pretrain.sh $*"
-. local/parse_options.sh
-. ./path.sh
-
-log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (egs/synth/pretrain.sh) $*"; }
-die() { echo "egs/synth/pretrain.sh: $*" >&2; exit 2; }
-run_this() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+. tools/parse_options.sh
+. tools/recipe.sh  # path.sh, log, die, run_this
 
 dir=$data_dir/synth
 fbank=$dir/fbank
@@ -92,7 +88,7 @@ train() {
   [ -n "$b" ] && resume=(--start-batch "$b")
   log "Stage: $name ($mtype), until $minutes min of training${b:+, resuming from checkpoint-$b.pt}"
   # shellcheck disable=SC2086
-  python3 -m zipformer_pc.train --exp-dir "$exp" --model-type "$mtype" --encoder tiny \
+  python3 -m zipformer_pc.training.train --exp-dir "$exp" --model-type "$mtype" --encoder tiny \
     --train-cuts "$fbank/synth_cuts_train_p1.jsonl.gz" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
     --bpe-model "$bpe_dir/bpe.model" --num-epochs 1000 --max-minutes "$minutes" \
     --save-every-minutes "$save_minutes" --save-every-n 1000000000 --keep-last-k 12 \
@@ -134,7 +130,7 @@ if run_this 3; then
     b=$(newest "$exp_dir/$name")
     [ -n "$b" ] || die "$name has no checkpoint: run stages 1-2"
     log "Stage 3: decoding $name (--iter $b --avg $avg)"
-    python3 -m zipformer_pc.decode --exp-dir "$exp_dir/$name" --iter "$b" --avg "$avg" \
+    python3 -m zipformer_pc.decoding.decode --exp-dir "$exp_dir/$name" --iter "$b" --avg "$avg" \
       --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
       --chunk-size $chunk --left-context-frames $left --num-threads "$threads"
   done
@@ -148,7 +144,7 @@ if run_this 4; then
   python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
     --tokens "$bpe_dir/tokens.txt" --chunk-size $chunk --left-context-frames $left --int8 true \
     --output-dir "$exp_dir/conditioned/onnx"
-  python3 export/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
+  python3 scoring/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
     --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1,2 --int8 false,true --max-utterances 100 \
     --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
   # latency and stability of the captions per chunk size (exports at 16 and 64 beside the shipped 32)
@@ -161,7 +157,7 @@ if run_this 4; then
       --output-dir "$exp_dir/conditioned/onnx_chunk$c"
     systems+=(--system "chunk-$c=$exp_dir/conditioned/onnx_chunk$c")
   done
-  python3 export/measure_rtf.py "${systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1 \
+  python3 scoring/measure_rtf.py "${systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1 \
     --int8 false --max-utterances "$latency_utts" --latency true \
     --output-md "$exp_dir/latency.md" --output-json "$exp_dir/latency.json"
 fi

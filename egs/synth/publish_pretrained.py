@@ -32,7 +32,7 @@ from typing import Dict, List
 
 import torch
 
-from zipformer_pc.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
+from zipformer_pc.training.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
 
 MODES = {"N": "wer", "P": "pc_wer"}
 
@@ -187,7 +187,7 @@ def main() -> None:
     lines += ["", "The conditioned model started from the norm model (encoder, predictor, joiner); "
               "the P mode embedding started fresh.", "",
               "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", "",
-              f"Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decode`), on `test` (the "
+              f"Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decoding.decode`), on `test` (the "
               f"training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick).", ""]
     for name in ("norm", "conditioned"):
         lines += metric_table(name, card[name]["metrics"]) + [""]
@@ -197,13 +197,13 @@ def main() -> None:
     lines += ["## Use", "", "```bash",
               "python export/onnx_streaming.py --model-dir egs/synth/pretrained speech.wav   # prints P and N",
               "python export/onnx_streaming.py --model-dir egs/synth/pretrained --int8 true --output out.tsv wavs/",
-              "python -m zipformer_pc.train ... --init-from egs/synth/pretrained/norm.pt   # fine-tune",
+              "python -m zipformer_pc.training.train ... --init-from egs/synth/pretrained/norm.pt   # fine-tune",
               "```", "",
               "sherpa-onnx loads `encoder-*.onnx`, `decoder-P-*.onnx` (or `-N-`), `joiner-P-*.onnx` and "
               "`tokens.txt` as a streaming transducer (one mode per recognizer).", "",
               "## Streaming RTF (onnxruntime, this machine)", "", rtf.strip(), "",
               "## Caption latency and stability per chunk size", "",
-              "From `export/measure_rtf.py --latency true` on test utterances fed in 0.1 s pieces "
+              "From `scoring/measure_rtf.py --latency true` on test utterances fed in 0.1 s pieces "
               "(`zipformer_pc/runtime/latency.py`): delay from a word's end in the final hypothesis to "
               "when it is shown for good (mean / p50 / p90; p90 with compute time); marks after their word; "
               "words that grow after being shown, and revisions (greedy search never revises).", "",

@@ -40,8 +40,8 @@
 #      text), both modes, greedy search, simulated streaming (chunk 32, left 128);
 #      norm also as the cascade (restored by the restoration model)
 #   5  export the Table I systems to ONNX (fp32 + int8) and measure the streaming
-#      RTF and accuracy of the ONNX runtime (export/measure_rtf.py), 1 and 2 threads
-#   6  RESULTS.md with every table, significance marks and plots (local/make_results.py)
+#      RTF and accuracy of the ONNX runtime (scoring/measure_rtf.py), 1 and 2 threads
+#   6  RESULTS.md with every table, significance marks and plots (scoring/make_results.py)
 #
 # Every stage is idempotent: a finished training (epoch-N.pt present) is not
 # run again, an interrupted one resumes from its last epoch; decoding and
@@ -68,11 +68,8 @@ rtf_utts=""
 seed=42
 
 cmdline="bash egs/synth/run.sh $*"
-. local/parse_options.sh
-. ./path.sh
-
-log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (egs/synth/run.sh) $*"; }
-die() { echo "egs/synth/run.sh: $*" >&2; exit 2; }
+. tools/parse_options.sh
+. tools/recipe.sh
 
 case "$quick" in
   true) size=tiny; def_epochs=1; def_avg=1; def_maxdur=40; def_rtf=6; def_hours=""; def_test="" ;;
@@ -97,67 +94,10 @@ chunk=32
 left=128
 
 # ------------------------------------------------------------------ systems
-# name | stage | model type | training manifest | extra training options | description
-SYSTEMS=(
-  "punct_p|1|punct|train_p1||punct, trained on P"
-  "punct_pauto|1|punct|train_pauto_p1|--use-auto-punct true|punct, trained on P' (auto-punctuated)"
-  "norm|1|norm|train_p1||norm (ASR of the cascade)"
-  "twodec_p|1|two-decoder|train_p1||two-decoder, P+N"
-  "twodec_pauto|1|two-decoder|train_pauto_p1|--use-auto-punct true|two-decoder, P'+N"
-  "cond_p|1|conditioned|train_p1||conditioned, P+N"
-  "cond_pauto|1|conditioned|train_pauto_p1|--use-auto-punct true|conditioned, P'+N"
-)
-for f in 0.5 0.35 0.2 0.05; do
-  SYSTEMS+=("cond_p$f|2|conditioned|train_p$f||conditioned, P for a fixed $f of the cuts")
-  SYSTEMS+=("cond_rand$f|2|conditioned|train_p1|--punct-proportion $f|conditioned, P for a random $f of each batch")
-done
-SYSTEMS+=("cond_p_a0.3|3|conditioned|train_p1|--alpha 0.3|conditioned, P+N, alpha 0.3")
-SYSTEMS+=("cond_p_a0.7|3|conditioned|train_p1|--alpha 0.7|conditioned, P+N, alpha 0.7")
-
-all_names=()
-for s in "${SYSTEMS[@]}"; do all_names+=("${s%%|*}"); done
-if [ "$systems" = all ]; then
-  selected=" ${all_names[*]} "
-else
-  selected=" ${systems//,/ } "
-  for n in $selected; do
-    case " ${all_names[*]} " in *" $n "*) ;; *) die "unknown system '$n' (known: ${all_names[*]})" ;; esac
-  done
-fi
-is_selected() { case "$selected" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-
-# the registry local/make_results.py reads
-registry=$exp_dir/systems.tsv
-{
-  printf 'name\tstage\tmodel_type\ttrain_cuts\toptions\tdescription\n'
-  for s in "${SYSTEMS[@]}"; do
-    IFS='|' read -r name st mtype cuts opts desc <<< "$s"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$st" "$mtype" "$cuts" "$opts" "$desc"
-  done
-} > "$registry"
-
-# -------------------------------------------------------------- job control
-# run_jobs NAME CMD...: run up to $nj commands side by side (each logs to its
-# own file); wait_jobs fails if any of them failed.
-pids=()
-job_names=()
-run_job() {
-  local name=$1 logf=$2; shift 2
-  while [ "$(jobs -rp | wc -l)" -ge "$nj" ]; do wait -n || true; done
-  log "  start $name (log: $logf)"
-  ( "$@" > "$logf" 2>&1 ) &
-  pids+=($!); job_names+=("$name")
-}
-wait_jobs() {
-  local i failed=0
-  for i in "${!pids[@]}"; do
-    if ! wait "${pids[$i]}"; then
-      echo "egs/synth/run.sh: ${job_names[$i]} failed; see its log" >&2; failed=1
-    fi
-  done
-  pids=(); job_names=()
-  [ "$failed" -eq 0 ] || exit 1
-}
+# the experiment plan (egs/systems.tsv), shared with egs/librispeech/run.sh
+plan_load egs/systems.tsv
+plan_select "$systems"
+cp egs/systems.tsv "$exp_dir/systems.tsv"  # the plan this run followed
 
 # time_stage N: record the stage's wall time in EXP_DIR/timing.tsv
 stage_start=0
@@ -169,9 +109,6 @@ end_stage() {
   mv "$exp_dir/timing.tsv.tmp" "$exp_dir/timing.tsv"
   log "Stage $1 took $t s"
 }
-# mark_after MARKER TEXT CMD...: run CMD, then record TEXT in MARKER
-mark_after() { local marker=$1 text=$2; shift 2; "$@" && echo "$text" > "$marker"; }
-run_this() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
 
 if run_this 0; then
   begin_stage 0 "data preparation (size $size)"
@@ -187,27 +124,24 @@ bpe_dir=$(ls -d "$dir"/lang_bpe_* 2>/dev/null | head -n 1 || true)
 
 # ----------------------------------------------------------------- training
 train_system() {
-  local name=$1 mtype=$2 cuts=$3 opts=$4
   local exp=$exp_dir/$name
-  local manifest=$fbank/synth_cuts_$cuts.jsonl.gz
+  local manifest=$fbank/synth_cuts_train_$(train_cuts_suffix).jsonl.gz
   [ -f "$manifest" ] || die "$manifest is missing: run stage 0 first"
-  if [ -f "$exp/epoch-$num_epochs.pt" ]; then
+  local start
+  start=$(first_epoch "$exp" "$num_epochs")
+  if [ "$start" -gt "$num_epochs" ]; then
     log "  $name: already trained ($num_epochs epochs)"
     return
   fi
-  local start=1 e
-  for ((e = num_epochs - 1; e >= 1; e--)); do
-    if [ -f "$exp/epoch-$e.pt" ]; then start=$((e + 1)); break; fi
-  done
   mkdir -p "$exp"
-  # shellcheck disable=SC2086
-  set -- python3 -m zipformer_pc.train --exp-dir "$exp" --model-type "$mtype" --encoder "$encoder" \
+  # shellcheck disable=SC2046
+  set -- python3 -m zipformer_pc.training.train --exp-dir "$exp" --encoder "$encoder" \
     --train-cuts "$manifest" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
     --bpe-model "$bpe_dir/bpe.model" --num-epochs "$num_epochs" --start-epoch "$start" \
     --max-duration "$max_duration" --num-threads "$threads_per_job" --seed "$seed" \
-    --valid-interval 100000 --log-interval 50 $opts
+    --valid-interval 100000 --log-interval 50 $(train_options)
   echo "$*" > "$exp/train_cmd.txt"
-  run_job "training of $name (epochs $start..$num_epochs)" "$exp/train.log" "$@"
+  run_job "training of $name (epochs $start..$num_epochs)" "$exp/train.log" "" "" "$@"
 }
 
 for st in 1 2 3; do
@@ -215,9 +149,9 @@ for st in 1 2 3; do
   case $st in 1) what="Table I systems" ;; 2) what="Table III systems (punctuated proportion)" ;; 3) what="alpha sweep" ;; esac
   begin_stage $st "training the $what: $num_epochs epochs, encoder $encoder, max duration $max_duration s, $nj jobs"
   for s in "${SYSTEMS[@]}"; do
-    IFS='|' read -r name sst mtype cuts opts desc <<< "$s"
-    [ "$sst" = "$st" ] && is_selected "$name" || continue
-    train_system "$name" "$mtype" "$cuts" "$opts"
+    system_fields "$s"
+    [ "$sys_stage" = "$st" ] && is_selected "$name" || continue
+    train_system
   done
   wait_jobs
   end_stage $st "training: $what"
@@ -229,22 +163,22 @@ restore_onnx=$dir/restore/p1/restore.onnx
 if run_this 4; then
   begin_stage 4 "decoding (greedy search, simulated streaming: chunk $chunk, left context $left)"
   for s in "${SYSTEMS[@]}"; do
-    IFS='|' read -r name sst mtype cuts opts desc <<< "$s"
+    system_fields "$s"
     is_selected "$name" || continue
     exp=$exp_dir/$name
     [ -f "$exp/epoch-$num_epochs.pt" ] || die "$name is not trained ($exp/epoch-$num_epochs.pt missing): run stages 1-3"
     variants=("")
-    [ "$mtype" = norm ] && variants+=("--restore-model $restore_onnx")
+    [ "$model_type" = norm ] && variants+=("--restore-model $restore_onnx")
     for extra in "${variants[@]}"; do
       tag=$name; [ -n "$extra" ] && tag=${name}_cascade
       marker=$exp/.done.decode${extra:+-cascade}
       want="epoch=$num_epochs avg=$avg chunk=$chunk left=$left"
-      if [ -f "$marker" ] && [ "$(cat "$marker")" = "$want" ]; then
+      if done_as "$marker" "$want"; then
         log "  $tag: already decoded"; continue
       fi
       # shellcheck disable=SC2086
-      run_job "decoding of $tag" "$exp/decode${extra:+-cascade}.log" mark_after "$marker" "$want" \
-        python3 -m zipformer_pc.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
+      run_job "decoding of $tag" "$exp/decode${extra:+-cascade}.log" "$marker" "$want" \
+        python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
         --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
         --chunk-size $chunk --left-context-frames $left --num-threads "$threads_per_job" $extra
     done
@@ -259,27 +193,26 @@ if run_this 5; then
   begin_stage 5 "ONNX export (chunk $chunk, left context $left, fp32 + int8) and streaming RTF"
   rtf_systems=()
   for s in "${SYSTEMS[@]}"; do
-    IFS='|' read -r name sst mtype cuts opts desc <<< "$s"
-    [ "$sst" = 1 ] && is_selected "$name" || continue
+    system_fields "$s"
+    [ "$sys_stage" = 1 ] && is_selected "$name" || continue
     exp=$exp_dir/$name
     if [ -f "$exp/onnx/encoder-$suffix.int8.onnx" ]; then
       log "  $name: already exported"
     else
-      run_job "export of $name" "$exp/export.log" python3 export/export_onnx.py --exp-dir "$exp" \
+      run_job "export of $name" "$exp/export.log" "" "" python3 export/export_onnx.py --exp-dir "$exp" \
         --epoch "$num_epochs" --avg "$avg" --tokens "$bpe_dir/tokens.txt" \
         --chunk-size $chunk --left-context-frames $left --int8 true
     fi
-    # one row per architecture: the P' variants stream exactly like their P twins
-    case "$name" in
-      punct_p|twodec_p|cond_p) rtf_systems+=(--system "$name=$exp/onnx") ;;
-      norm) rtf_systems+=(--system "cascade=$exp/onnx:$restore_onnx") ;;
-    esac
+    # one row per architecture (the plan's rtf column): the P' variants stream exactly like their P twins
+    [ "$rtf" = - ] && continue
+    if [ "$model_type" = norm ]; then rtf_systems+=(--system "$rtf=$exp/onnx:$restore_onnx")
+    else rtf_systems+=(--system "$rtf=$exp/onnx"); fi
   done
   wait_jobs
   if [ ${#rtf_systems[@]} -gt 0 ]; then
     # alone on the machine: nothing else runs while the RTF is measured
     log "  streaming RTF on $rtf_utts test utterances (log: $exp_dir/rtf.log)"
-    python3 export/measure_rtf.py "${rtf_systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" \
+    python3 scoring/measure_rtf.py "${rtf_systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" \
       --num-threads 1,2 --int8 false,true --max-utterances "$rtf_utts" \
       --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json" > "$exp_dir/rtf.log" 2>&1 \
       || { tail -n 20 "$exp_dir/rtf.log" >&2; die "RTF measurement failed (see $exp_dir/rtf.log)"; }
@@ -292,8 +225,9 @@ fi
 if run_this 6; then
   begin_stage 6 "results tables and plots"
   mkdir -p "$results_dir"
-  python3 local/make_results.py --exp-dir "$exp_dir" --data-dir "$dir" --results-dir "$results_dir" \
-    --num-epochs "$num_epochs" --avg "$avg" --encoder "$encoder" --max-duration "$max_duration" \
+  python3 scoring/make_results.py --plan egs/systems.tsv --exp-dir "$exp_dir" --data-dir "$dir" \
+    --results-dir "$results_dir" --test-set "test=in-domain: Jane Austen text, training voices" \
+    --test-set "test_ood=out-of-domain: Moby Dick text, held-out voices" --num-epochs "$num_epochs" --avg "$avg" --encoder "$encoder" --max-duration "$max_duration" \
     --command "$cmdline" --size "$size" --seed "$seed" --train-hours "$train_hours"
   end_stage 6 "results"
   cat "$results_dir/RESULTS.md" | sed -n '/^## Table I/,/^## Table II/p' | head -n -1

@@ -4,7 +4,7 @@ This module needs only numpy and sentencepiece (and onnxruntime for
 :class:`OnnxRestorer`), so a cascade (ASR N output -> restored P) can be
 deployed without torch: it is part of the streaming runtime
 (:mod:`zipformer_pc.runtime`).  The torch model, training and export live
-in :mod:`zipformer_pc.restore`, which re-exports everything here.
+in :mod:`zipformer_pc.restoration`.
 
 Labels (Pappagari et al., *Joint prediction of truecasing and punctuation
 for conversational speech in low-resource scenarios*): every word of the N
@@ -244,7 +244,7 @@ class OnnxRestorer(BaseRestorer):
     """The exported model run by onnxruntime; the .onnx file carries the tokenizer and config.
 
     Args:
-      path: the file written by :func:`zipformer_pc.restore.export_onnx`.
+      path: the file written by :func:`zipformer_pc.restoration.export.export_onnx`.
       num_threads: onnxruntime intra-op threads.
     """
 

@@ -2,17 +2,17 @@
 """Decode test sets in both output modes and write icefall-style results.
 
 Usage:
-  python -m zipformer_pc.decode --exp-dir egs/synth/exp/conditioned --epoch 10 --avg 3 \
+  python -m zipformer_pc.decoding.decode --exp-dir egs/synth/exp/conditioned --epoch 10 --avg 3 \
       --bpe-model data/synth/lang_bpe_256/bpe.model \
       --test-sets test=data/synth/fbank/synth_cuts_test.jsonl.gz,test_ood=data/synth/fbank/synth_cuts_test_ood.jsonl.gz \
       --decoding-method modified_beam_search --beam-size 4
 
   # simulated streaming (masked full-utterance forward) with a causal model
-  python -m zipformer_pc.decode ... --chunk-size 32 --left-context-frames 128
+  python -m zipformer_pc.decoding.decode ... --chunk-size 32 --left-context-frames 128
   # true chunk-by-chunk decoding with the encoder's streaming_forward
-  python -m zipformer_pc.decode ... --chunk-size 32 --left-context-frames 128 --streaming true
+  python -m zipformer_pc.decoding.decode ... --chunk-size 32 --left-context-frames 128 --streaming true
   # cascade: a norm model's N output restored to P by the restoration model (prepare.sh stage 6)
-  python -m zipformer_pc.decode --exp-dir egs/synth/exp/norm ... --restore-model data/synth/restore/p1/restore.onnx
+  python -m zipformer_pc.decoding.decode --exp-dir egs/synth/exp/norm ... --restore-model data/synth/restore/p1/restore.onnx
 
 Output modes: N and P from ``two-decoder`` (each head) and ``conditioned``
 (each mode); P from ``punct`` with N derived by the shared normalization;
@@ -40,13 +40,14 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from zipformer_pc.beam_search import search
-from zipformer_pc.checkpoint import load_model_for_inference
-from zipformer_pc.dataset import PCAsrDataset, Tokenizer
+from zipformer_pc.decoding.beam_search import search
+from zipformer_pc.training.checkpoint import load_model_for_inference
+from zipformer_pc.data.datamodule import PCAsrDataModule
+from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
     parse_modes, rules, search_mode_for
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
 
@@ -129,12 +130,7 @@ def streaming_encode(encoder, feats: torch.Tensor, lens: torch.Tensor, chunk: in
 
 
 def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restorer=None) -> Dict[str, object]:
-    from lhotse import load_manifest_lazy
-    from lhotse.dataset import DynamicBucketingSampler
-
-    sampler = DynamicBucketingSampler(load_manifest_lazy(cuts_path), max_duration=args.max_duration,
-                                      shuffle=False, num_buckets=2)
-    dl = torch.utils.data.DataLoader(PCAsrDataset(tokenizer), sampler=sampler, batch_size=None, num_workers=0)
+    dl = PCAsrDataModule(tokenizer, args.max_duration).test_dataloader(cuts_path)
     hyps: Dict[int, Dict[str, str]] = {m: {} for m in modes}
     refs_n: Dict[str, str] = {}
     refs_p: Dict[str, Optional[str]] = {}
@@ -162,7 +158,7 @@ def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restore
                 text = tokenizer.decode(h)
                 hyps[m][cid] = derive(m, text) if derived else text
         if restorer is not None:
-            from zipformer_pc.restore import cascade_restore
+            from zipformer_pc.restoration.apply import cascade_restore
 
             for m, source in RESTORED_FROM.items():
                 if m in modes:
@@ -206,7 +202,7 @@ def main() -> None:
     if args.restore_model:
         if not rules(model.model_type).restorable:
             raise SystemExit(f"--restore-model makes a cascade from a norm model, not a {model.model_type} model")
-        from zipformer_pc.restore import load_restorer
+        from zipformer_pc.restoration.model import load_restorer
 
         path = args.restore_model
         restorer = load_restorer(onnx=path, num_threads=args.num_threads) if path.endswith(".onnx") else \

@@ -7,8 +7,8 @@
 # web page's end-to-end test (tests/test_server_web.py), which skips without them.
 #
 # Usage:
-#   bash local/setup_env.sh            # idempotent; ~1 s when nothing changed
-#   bash local/setup_env.sh --no-apt   # skip Debian packages (not root, or already handled)
+#   bash tools/setup_env.sh            # idempotent; ~1 s when nothing changed
+#   bash tools/setup_env.sh --no-apt   # skip Debian packages (not root, or already handled)
 #
 # Environment overrides:
 #   ZPC_VENV          venv directory (default: <project>/.venv)
@@ -77,7 +77,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 stamp_file="$VENV/.zipformer_pc_stamp"
-stamp=$( { cat "$ROOT/pyproject.toml" "$ROOT/local/setup_env.sh"; echo "$TORCH_SPEC"; "$VENV/bin/python" -V; } | sha256sum | cut -d' ' -f1)
+stamp=$( { cat "$ROOT/pyproject.toml" "$ROOT/tools/setup_env.sh"; echo "$TORCH_SPEC"; "$VENV/bin/python" -V; } | sha256sum | cut -d' ' -f1)
 
 # pip on this workplace warns about every local index location it skips;
 # hide those lines, keep everything else.

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Restore case and punctuation of N text with the restoration model.
+"""Restore case and punctuation of N text with the restoration model: the
+cascade's hypotheses (:func:`cascade_restore`) or text files (the command line).
 
 Usage:
-  ./local/restore_text.py --checkpoint egs/synth/exp/restore_default/best-valid-loss.pt \
+  python -m zipformer_pc.restoration.apply --checkpoint egs/synth/exp/restore_default/best-valid-loss.pt \
       --has-ids true --input hyps_n.txt --output hyps_p.txt
-  echo "why does not perry see her" | ./local/restore_text.py --onnx restore.onnx
+  echo "why does not perry see her" | python -m zipformer_pc.restoration.apply --onnx restore.onnx
 
 Input lines are text (``--has-ids false``) or Kaldi-style ``utt_id text``
 (``utt_id<TAB>text`` or ``utt_id text``; ``--has-ids true``), from
@@ -18,16 +19,31 @@ import argparse
 import logging
 import sys
 import time
+from typing import Dict, Mapping
 
-from zipformer_pc.restore import load_restorer
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
+from zipformer_pc.restoration.model import load_restorer
+from zipformer_pc.runtime.restoration import BaseRestorer
+
+
+def cascade_restore(hyps: Mapping[str, str], restorer: BaseRestorer, batch_size: int = 64) -> Dict[str, str]:
+    """Cascade decoding: P hypotheses from N hypotheses (``utt_id -> text``), in the same order.
+
+    An empty N hypothesis gives an empty P hypothesis.
+    """
+    ids = list(hyps)
+    restored = restorer.restore([hyps[i] for i in ids], batch_size)
+    empty = sum(1 for r in restored if not r)
+    if empty:
+        logging.info(f"cascade_restore: {empty} of {len(ids)} hypotheses are empty and stay empty")
+    return dict(zip(ids, restored))
 
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--checkpoint", help="Restoration checkpoint (local/train_restoration.py)")
-    g.add_argument("--onnx", help="Restoration ONNX export (local/export_restoration_onnx.py)")
+    g.add_argument("--checkpoint", help="Restoration checkpoint (python -m zipformer_pc.restoration.train)")
+    g.add_argument("--onnx", help="Restoration ONNX export (python -m zipformer_pc.restoration.export)")
     p.add_argument("--input", default="-", help="Input file, '-' for stdin")
     p.add_argument("--output", default="-", help="Output file, '-' for stdout")
     p.add_argument("--has-ids", type=str2bool, default=False, help="Lines are 'utt_id text'")

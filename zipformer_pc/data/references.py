@@ -15,6 +15,11 @@ One convention for every corpus (it round-trips through lhotse manifests):
 * ``supervision.custom["text_p_auto"]``: an automatically punctuated P'
   reference when one has been produced (cascade / P' experiments).
 
+P' is spelt ``auto_punct`` in code (``AUTO_PUNCT_KEY``, ``--use-auto-punct``,
+``local/add_auto_punct.py``); the stored names ``text_p_auto`` and the
+``pauto`` of manifest and system names (``*_cuts_train_pauto_p1``,
+``cond_pauto``) are kept so prepared data and results stay readable.
+
 The punctuation config used for a corpus is recorded by the preparation
 stage next to its manifests (``punct_config.json``).
 """
@@ -25,7 +30,7 @@ from zipformer_pc.text import DEFAULT_PUNCT, PunctConfig, normalized, punctuated
 
 P_KEY = "text_p"
 RAW_KEY = "text_raw"
-P_AUTO_KEY = "text_p_auto"
+AUTO_PUNCT_KEY = "text_p_auto"
 
 # The synthetic corpus maps "!" to "." (a sentence end the voices pause at);
 # everything else follows LibriSpeech-PC's ". , ?".
@@ -59,15 +64,15 @@ def get_n(sup) -> str:
     return sup.text or ""
 
 
-def get_p(sup, use_auto: bool = False) -> Optional[str]:
-    """The P reference of a supervision, or None. ``use_auto`` reads P' instead."""
+def get_p(sup, use_auto_punct: bool = False) -> Optional[str]:
+    """The P reference of a supervision, or None. ``use_auto_punct`` reads P' instead."""
     custom = sup.custom or {}
-    return custom.get(P_AUTO_KEY if use_auto else P_KEY)
+    return custom.get(AUTO_PUNCT_KEY if use_auto_punct else P_KEY)
 
 
 def any_auto_punct(cuts) -> bool:
     """Whether any supervision of ``cuts`` (an iterable of cuts) carries a P' reference."""
-    return any(get_p(s, use_auto=True) is not None for c in cuts for s in c.supervisions)
+    return any(get_p(s, use_auto_punct=True) is not None for c in cuts for s in c.supervisions)
 
 
 def has_p(cut) -> bool:

@@ -4,7 +4,7 @@ This is our own implementation of the encoder of "Zipformer: A faster and
 better encoder for automatic speech recognition" (Yao et al., ICLR 2024),
 made streaming-capable:
 
-* a Conv2d front end (:class:`~zipformer_pc.subsampling.Conv2dSubsampling`)
+* a Conv2d front end (:class:`~zipformer_pc.model.subsampling.Conv2dSubsampling`)
   takes 80-dim fbank at 100 Hz to ~50 Hz;
 * a sequence of encoder *stacks*; stack ``i`` runs its layers at
   ``50 / downsampling_factor[i]`` Hz (defaults 1,2,4,8,4,2): its input is
@@ -18,7 +18,7 @@ made streaming-capable:
   scores) is computed per layer and shared by both self-attention modules
   and the non-linear attention module;
 * training-only, gradient-only Balancer / Whiten regularisers
-  (:mod:`zipformer_pc.scaling`) sit inside the feed-forward and convolution
+  (:mod:`zipformer_pc.model.scaling`) sit inside the feed-forward and convolution
   modules and on each layer's output (``EncoderConfig.use_regularizers``);
 * the final output combines the last stack's output with the extra channels
   of earlier, wider stacks and is downsampled by 2 (25 Hz).

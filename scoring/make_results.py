@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """Write a recipe's RESULTS.md (and its figures) from its decoding outputs.
 
-Usage (egs/synth/run.sh stage 6 calls it):
-  python local/make_results.py --exp-dir egs/synth/exp --data-dir data/synth \
-      --results-dir egs/synth --num-epochs 8 --avg 3 --command "bash run.sh"
+Usage (stage 6 of egs/synth/run.sh and egs/librispeech/run.sh calls it):
+  python scoring/make_results.py --plan egs/systems.tsv --exp-dir egs/synth/exp --data-dir data/synth \
+      --results-dir egs/synth --test-set "test=in-domain" --test-set "test_ood=out-of-domain" \
+      --num-epochs 8 --avg 3 --command "bash run.sh"
 
-Reads ``EXP_DIR/systems.tsv`` (the recipe's list of systems), every system's
-``greedy_search/recogs-*`` files written by ``zipformer_pc.decode``, the
-streaming RTF table of ``export/measure_rtf.py`` (``EXP_DIR/rtf.json``) and the
+Reads the experiment plan (``--plan``: which systems, in which tables, under
+which label and RTF row), every system's
+``greedy_search/recogs-*`` files written by ``zipformer_pc.decoding.decode``, the
+streaming RTF table of ``scoring/measure_rtf.py`` (``EXP_DIR/rtf.json``) and the
 stage timings (``EXP_DIR/timing.tsv``), and writes ``RESULTS_DIR/RESULTS.md``
 and ``RESULTS_DIR/figures/*.png``:
 
-* Table I: the paper's configurations on the in-domain test set, with the
+* Table I: the paper's configurations on the first ``--test-set``, with the
   parameter count and the streaming RTF;
-* Table II: the same systems on the out-of-domain test set;
+* Table II: the same systems on the other test sets;
 * Table III: the conditioned model with punctuated proportions 1, 0.5, 0.35,
   0.2, 0.05, fixed subsets against the paper's random per-batch split;
 * the alpha sweep; per-mark PER (LibriSpeech-PC layout) of the conditioned
@@ -42,9 +44,7 @@ from typing import Dict, List, Optional, Tuple
 from zipformer_pc.metrics import CorpusScore, compare_systems, per_mark_table, score_corpus
 from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_transcripts
 
-TEST_SETS = (("test", "in-domain: Jane Austen text, training voices"),
-             ("test_ood", "out-of-domain: Moby Dick text, held-out voices"))
-PROPORTIONS = ("1", "0.5", "0.35", "0.2", "0.05")
+REFERENCE = "cond_p"  # the reference system of the significance marks
 MAIN_COLUMNS = (("WER", "wer"), ("PuncER", "punc_er"), ("CaseER", "case_er"), ("PC-WER", "pc_wer"),
                 ("PER", "per"), ("WER-C", "wer_c"), ("WER-PC", "wer_pc"))
 SIG_KEYS = ("wer", "punc_er", "case_er", "pc_wer")
@@ -52,6 +52,9 @@ SIG_KEYS = ("wer", "punc_er", "case_er", "pc_wer")
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--plan", type=Path, default=Path("egs/systems.tsv"), help="the experiment plan")
+    p.add_argument("--test-set", dest="test_sets", action="append", default=[], metavar="NAME=DESCRIPTION",
+                   help="a test set of the tables (repeat; the first is Table I's)")
     p.add_argument("--exp-dir", type=Path, required=True)
     p.add_argument("--data-dir", type=Path, required=True, help="the prepared dataset (for stats.md)")
     p.add_argument("--results-dir", type=Path, required=True, help="RESULTS.md and figures/ go here")
@@ -61,6 +64,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder", default="tiny")
     p.add_argument("--max-duration", default="")
     p.add_argument("--size", default="default")
+    p.add_argument("--corpus", default="the embedded synthetic corpus", help="what was trained on, for the title")
     p.add_argument("--seed", default="42")
     p.add_argument("--train-hours", default="", help="training speech per epoch, for the budget note")
     p.add_argument("--command", default="bash run.sh", help="the command that produced the runs")
@@ -71,12 +75,34 @@ def get_parser() -> argparse.ArgumentParser:
 # ------------------------------------------------------------------ inputs
 
 
-def read_systems(exp_dir: Path) -> List[Dict[str, str]]:
-    path = exp_dir / "systems.tsv"
+def read_plan(path: Path) -> List[Dict[str, str]]:
+    """The rows of the experiment plan (egs/systems.tsv: tab-separated, ``#`` comments, ``-`` for none)."""
     if not path.is_file():
-        raise SystemExit(f"{path} is missing: it is written by the recipe (egs/synth/run.sh)")
+        raise SystemExit(f"{path} is missing: the experiment plan (egs/systems.tsv)")
     with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f, delimiter="\t"))
+        rows = list(csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t"))
+    for row in rows:
+        row["tables"] = row["tables"].split(",")  # type: ignore[assignment]
+    return rows
+
+
+def parse_test_sets(specs: List[str]) -> List[Tuple[str, str]]:
+    out = []
+    for spec in specs:
+        name, _, desc = spec.partition("=")
+        if not name:
+            raise SystemExit(f"--test-set: expected NAME=DESCRIPTION, got {spec!r}")
+        out.append((name, desc or name))
+    if not out:
+        raise SystemExit("give the test sets with --test-set NAME=DESCRIPTION (the first is Table I's)")
+    return out
+
+
+def proportion(row: Dict[str, str]) -> Tuple[str, str]:
+    """(punctuated proportion, "fixed" subset or "random" per-batch split) of a plan row."""
+    if row["punct_proportion"] != "-":
+        return row["punct_proportion"], "random"
+    return row["subset"].lstrip("p"), "fixed"
 
 
 class Outputs:
@@ -241,16 +267,12 @@ def table(header_extra: List[str], rows: List[str]) -> List[str]:
     return ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)] + rows
 
 
-TABLE1 = (("punct_p", "punct", "P", False), ("punct_pauto", "punct", "P'", False),
-          ("norm", "cascade: norm + restoration", "N (+ text)", True),
-          ("twodec_p", "two-decoder", "P+N", False), ("twodec_pauto", "two-decoder", "P'+N", False),
-          ("cond_p", "conditioned", "P+N", False), ("cond_pauto", "conditioned", "P'+N", False))
-
-
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
     args = get_parser().parse_args()
-    systems = {s["name"]: s for s in read_systems(args.exp_dir)}
+    systems = {s["name"]: s for s in read_plan(args.plan)}
+    test_sets = parse_test_sets(args.test_sets)
+    in_table = {t: [s for s in systems.values() if t in s["tables"]] for t in ("I", "III", "alpha")}
     method = args.decoding_method
     missing: List[str] = []
 
@@ -268,13 +290,12 @@ def main() -> None:
         for r in rtf_rows:
             if int(r.get("num_threads", 0)) == 1 and not r.get("int8"):
                 rtf[str(r["system"])] = float(r["rtf"])
-    rtf_name = {"punct_p": "punct_p", "norm": "cascade", "twodec_p": "twodec_p", "cond_p": "cond_p"}
 
     lines: List[str] = []
     w = lines.append
     timing = read_timing(args.exp_dir)
     total = sum(t for _, t, _ in timing)
-    w("# Results: the embedded synthetic corpus" if args.size != "tiny" else "# Results: quick run (tiny corpus)")
+    w(f"# Results: {args.corpus}" if args.size != "tiny" else "# Results: quick run (tiny corpus)")
     w("")
     w(f"Produced by `{args.command}` on {datetime.date.today().isoformat()} ({code_version()}), "
       f"on {machine_description()}.")
@@ -293,8 +314,8 @@ def main() -> None:
 
     # ---------------------------------------------------------- budget note
     wers = []
-    for name in ("punct_p", "norm", "twodec_p", "cond_p"):
-        out = load_outputs(args.exp_dir, name, method, "test")
+    for name in (s["name"] for s in in_table["I"] if s["rtf"] != "-"):
+        out = load_outputs(args.exp_dir, name, method, test_sets[0][0])
         if out is not None and out.summary()["wer"] is not None:
             wers.append(out.summary()["wer"])
     hours = f"{float(args.train_hours) * args.num_epochs:.2f} h of speech" if args.train_hours else None
@@ -307,32 +328,31 @@ def main() -> None:
     elif hours:
         w(f"Each model saw {hours} in training.")
         w("")
-    same = identical_output_groups(args.exp_dir, list(systems), method, TEST_SETS[0][0])
+    same = identical_output_groups(args.exp_dir, list(systems), method, test_sets[0][0])
     if same:
-        w(f"Systems whose transcripts on `{TEST_SETS[0][0]}` are identical, in both modes, hence equal rows: "
+        w(f"Systems whose transcripts on `{test_sets[0][0]}` are identical, in both modes, hence equal rows: "
           + "; ".join(" = ".join(g) for g in same) + ". They were trained separately (their weights differ); "
           "at this budget they still emit the same strings.")
         w("")
 
     # ---------------------------------------------------------- Tables I, II
-    for ti, (test, test_desc) in enumerate(TEST_SETS):
+    for ti, (test, test_desc) in enumerate(test_sets):
         title = "Table I" if ti == 0 else "Table II"
         w(f"## {title}: `{test}` ({test_desc})")
         w("")
         w("Reference system for the significance marks: conditioned, P+N.")
         w("")
-        ref = get("cond_p", test)
+        ref = get(REFERENCE, test)
         rows = []
-        for name, label, data, cascade in TABLE1:
-            if name not in systems:
-                continue
-            out = ref if name == "cond_p" else get(name, test, cascade)
+        for s in in_table["I"]:
+            name, cascade = s["name"], s["model_type"] == "norm"
+            out = ref if name == REFERENCE else get(name, test, cascade)
             params = parameter_count(args.exp_dir, name)
-            extra = [data, f"{params / 1e6:.2f}M" if params else "-"]
+            extra = [s["refs"] + (" (+ text)" if cascade else ""), f"{params / 1e6:.2f}M" if params else "-"]
             if ti == 0:
-                r = rtf.get(rtf_name.get(name, ""), None)
+                r = rtf.get(s["rtf"], None)
                 extra.append(fmt(r) if r is not None else "-")
-            rows.append(metrics_row(label, out, extra, sig_marks(out, ref, args.level)))
+            rows.append(metrics_row(s["label"], out, extra, sig_marks(out, ref, args.level)))
         head = ["training data", "params"] + (["RTF (ONNX, 1 thread)"] if ti == 0 else [])
         lines.extend(table(head, rows))
         w("")
@@ -345,22 +365,20 @@ def main() -> None:
       "significantly different from the `fixed` row of the same proportion; on a `fixed` row: from proportion 1.")
     w("")
     prop_scores: Dict[Tuple[str, str, str], Optional[Outputs]] = {}
-    for test, _ in TEST_SETS:
+    # fixed before random at each proportion, largest proportion first
+    table3 = sorted(in_table["III"], key=lambda s: (-float(proportion(s)[0]), proportion(s)[1]))
+    for test, _ in test_sets:
         w(f"### `{test}`")
         w("")
         rows = []
-        full = get("cond_p", test)
-        for f in PROPORTIONS:
-            for kind in ("fixed", "random"):
-                if f == "1" and kind == "random":
-                    continue
-                name = "cond_p" if f == "1" else (f"cond_p{f}" if kind == "fixed" else f"cond_rand{f}")
-                if name not in systems:
-                    continue
-                out = full if name == "cond_p" else get(name, test)
-                prop_scores[(test, f, kind)] = out
-                ref = full if kind == "fixed" else prop_scores.get((test, f, "fixed"))
-                rows.append(metrics_row(name, out, [f, kind], sig_marks(out, ref, args.level)))
+        full = get(REFERENCE, test)
+        for s in table3:
+            name = s["name"]
+            f, kind = proportion(s)
+            out = full if name == REFERENCE else get(name, test)
+            prop_scores[(test, f, kind)] = out
+            ref = full if kind == "fixed" else prop_scores.get((test, f, "fixed"))
+            rows.append(metrics_row(name, out, [f, kind], sig_marks(out, ref, args.level)))
         lines.extend(table(["proportion", "split"], rows))
         w("")
 
@@ -369,24 +387,23 @@ def main() -> None:
     w("")
     w("`*`: significantly different from alpha 0.5.")
     w("")
-    for test, _ in TEST_SETS:
+    for test, _ in test_sets:
         w(f"### `{test}`")
         w("")
         rows = []
-        ref = get("cond_p", test)
-        for alpha, name in (("0.3", "cond_p_a0.3"), ("0.5", "cond_p"), ("0.7", "cond_p_a0.7")):
-            if name not in systems:
-                continue
-            out = ref if name == "cond_p" else get(name, test)
-            rows.append(metrics_row(name, out, [alpha], sig_marks(out, ref, args.level)))
+        ref = get(REFERENCE, test)
+        for s in sorted(in_table["alpha"], key=lambda s: float(s["alpha"])):
+            name = s["name"]
+            out = ref if name == REFERENCE else get(name, test)
+            rows.append(metrics_row(name, out, [s["alpha"]], sig_marks(out, ref, args.level)))
         lines.extend(table(["alpha"], rows))
         w("")
 
     # ------------------------------------------------------- per mark
     w("## Punctuation per mark (LibriSpeech-PC layout), conditioned P+N")
     w("")
-    for test, _ in TEST_SETS:
-        out = get("cond_p", test)
+    for test, _ in test_sets:
+        out = get(REFERENCE, test)
         if out is not None and out.p is not None:
             w(f"### `{test}`")
             w("")
@@ -394,7 +411,7 @@ def main() -> None:
             w("")
 
     # ------------------------------------------------------- ONNX
-    w("## Streaming with the exported ONNX models (`export/measure_rtf.py`)")
+    w("## Streaming with the exported ONNX models (`scoring/measure_rtf.py`)")
     w("")
     md = args.exp_dir / "rtf.md"
     if md.is_file():
@@ -407,7 +424,9 @@ def main() -> None:
     w("")
 
     # ------------------------------------------------------- figures
-    figs = make_figures(args.results_dir, prop_scores, get("cond_p", "test"))
+    proportions = sorted({proportion(s)[0] for s in table3}, key=float, reverse=True)
+    figs = make_figures(args.results_dir, prop_scores, proportions, [t for t, _ in test_sets],
+                        get(REFERENCE, test_sets[0][0]))
     if figs:
         w("## Figures")
         w("")
@@ -438,7 +457,8 @@ def main() -> None:
     logging.info(f"Wrote {out_path}" + (f" ({len(set(missing))} outputs missing)" if missing else ""))
 
 
-def make_figures(results_dir: Path, prop_scores, cond: Optional[Outputs]) -> List[Tuple[str, str]]:
+def make_figures(results_dir: Path, prop_scores, proportions: List[str], tests: List[str],
+                 cond: Optional[Outputs]) -> List[Tuple[str, str]]:
     """PC-WER / PuncER / CaseER against the punctuated proportion, and the
     punctuation substitution matrix of the conditioned model."""
     try:
@@ -456,10 +476,10 @@ def make_figures(results_dir: Path, prop_scores, cond: Optional[Outputs]) -> Lis
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     plotted = False
     for ax, (label, key) in zip(axes, (("PC-WER", "pc_wer"), ("PuncER", "punc_er"), ("CaseER", "case_er"))):
-        for test, _ in TEST_SETS:
+        for test in tests:
             for kind, style in (("fixed", "-o"), ("random", "--s")):
                 xs, ys = [], []
-                for f in PROPORTIONS:
+                for f in proportions:
                     out = prop_scores.get((test, f, "fixed" if f == "1" else kind))
                     v = out.summary()[key] if out is not None else None
                     if v is not None:
@@ -469,8 +489,8 @@ def make_figures(results_dir: Path, prop_scores, cond: Optional[Outputs]) -> Lis
                     ax.plot(xs, ys, style, label=f"{test}, {kind}")
                     plotted = True
         ax.set_xscale("log")
-        ax.set_xticks([float(f) for f in PROPORTIONS])
-        ax.set_xticklabels(PROPORTIONS)
+        ax.set_xticks([float(f) for f in proportions])
+        ax.set_xticklabels(proportions)
         ax.set_xlabel("punctuated proportion")
         ax.set_ylabel(f"{label} (%)")
         ax.grid(alpha=0.3)
@@ -492,14 +512,14 @@ def make_figures(results_dir: Path, prop_scores, cond: Optional[Outputs]) -> Lis
         ax.set_yticks(range(len(labels)), names)
         ax.set_xlabel("hypothesis")
         ax.set_ylabel("reference")
-        ax.set_title("conditioned P+N, test: punctuation")
+        ax.set_title(f"conditioned P+N, {tests[0]}: punctuation")
         for i, row in enumerate(grid):
             for j, v in enumerate(row):
                 ax.text(j, i, str(v), ha="center", va="center", fontsize=8)
         fig.tight_layout()
         fig.savefig(fig_dir / "punct_matrix.png", dpi=110)
         plt.close(fig)
-        made.append(("Punctuation substitution matrix (conditioned P+N, test)", "figures/punct_matrix.png"))
+        made.append((f"Punctuation substitution matrix (conditioned P+N, {tests[0]})", "figures/punct_matrix.png"))
     return made
 
 

@@ -2,7 +2,7 @@
 """Streaming real-time factor and accuracy of exported ONNX models (the paper's RTF column).
 
 Usage:
-  python export/measure_rtf.py \
+  python scoring/measure_rtf.py \
       --system cond_p=egs/synth/exp/cond_p/onnx \
       --system cascade=egs/synth/exp/norm/onnx:data/synth/restore/p1/restore.onnx \
       --cuts data/synth/fbank/synth_cuts_test.jsonl.gz \
@@ -12,7 +12,7 @@ Usage:
 ``--system NAME=MODEL_DIR[:RESTORE_ONNX]`` (repeatable): MODEL_DIR holds one
 export of ``export/export_onnx.py`` (``encoder*.onnx``, ``decoder-{P,N}*``,
 ``joiner-{P,N}*``, ``tokens.txt``, and the ``*.int8.onnx`` copies for
-``--int8 true``).  With a restoration model (``zipformer_pc.restore``'s ONNX
+``--int8 true``).  With a restoration model (``zipformer_pc.restoration``'s ONNX
 export) the system is a cascade: the model's N output is restored to P by
 :class:`zipformer_pc.runtime.restoration.OnnxRestorer`, and the restoration time
 counts in the RTF.
@@ -41,7 +41,7 @@ utterances that have a P reference (``custom["text_p"]``).  A ``punct`` model's
 N output is its P output normalized.
 
 Prints a markdown table and writes it with ``--output-md``; ``--output-json``
-gets ``{"rows": [...]}`` with every figure (``local/make_results.py`` reads it).
+gets ``{"rows": [...]}`` with every figure (``scoring/make_results.py`` reads it).
 
 ``--latency true`` adds a second table (and ``"latency_rows"`` in the JSON):
 for every system that is not a cascade, at the first ``--num-threads`` and
@@ -63,9 +63,9 @@ import numpy as np
 
 from zipformer_pc.metrics import score_corpus
 from zipformer_pc.modes import MODE_NAMES, RESTORED_FROM, RUNTIME_ORDER
-from zipformer_pc.references import get_n, get_p
+from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.runtime import StreamingRecognizer, find_model_files
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 METRICS = ("wer", "punc_er", "case_er", "pc_wer")
 LATENCY_COLUMNS = ("system", "chunk ms", "mode", "words", "word delay ms (mean / p50 / p90)",

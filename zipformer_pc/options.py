@@ -1,4 +1,4 @@
-"""Small helpers shared by the recipe's command-line scripts."""
+"""Option parsing helpers shared by the command lines (icefall-style booleans)."""
 
 import argparse
 

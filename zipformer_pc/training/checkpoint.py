@@ -273,7 +273,7 @@ def load_model_for_inference(
     The model carries ``desc`` (``epoch-E-avg-A``) and ``averaged`` (which
     batches, how) for logs and result files.
     """
-    from zipformer_pc.model import build_model
+    from zipformer_pc.model.transducer import build_model
 
     w = averaged_weights(exp_dir, epoch, avg, iteration, use_averaged_model)
     model = build_model(w["model_config"])

@@ -3,17 +3,17 @@
 
 Usage:
   # Human-readable report and the paper-style table row
-  ./local/score.py --ref local/examples/ref.txt --hyp local/examples/hyp.txt
+  ./scoring/score.py --ref scoring/examples/ref.txt --hyp scoring/examples/hyp.txt
 
   # One JSON object (keys: wer, wer_c, wer_p, pc_wer, wer_pc, punc_er,
   # case_er, per, per_marks, punct_matrix, counts, zero_wer_prf, ...)
-  ./local/score.py --ref local/examples/ref.txt --hyp local/examples/hyp.txt --json
+  ./scoring/score.py --ref scoring/examples/ref.txt --hyp scoring/examples/hyp.txt --json
 
   # Matched-pair significance test of system A (--hyp) against system B
-  ./local/score.py --ref REF --hyp HYP_A --compare HYP_B
+  ./scoring/score.py --ref REF --hyp HYP_A --compare HYP_B
 
   # icefall files work too, and an icefall-style error file can be written
-  ./local/score.py --ref exp/recogs-test.txt --hyp exp/recogs-test.txt \
+  ./scoring/score.py --ref exp/recogs-test.txt --hyp exp/recogs-test.txt \
       --errs-file exp/errs-test.txt
 
 REF and HYP hold ``utt_id<TAB>text`` lines (or icefall ``recogs-*.txt``

@@ -2,11 +2,11 @@
 """Optional Whisper rows: transcribe a test set with OpenAI Whisper and score it like our models.
 
 Usage:
-  python local/whisper_score.py --cuts data/librispeech/fbank/librispeech_cuts_test-clean.jsonl.gz \
+  python scoring/whisper_score.py --cuts data/librispeech/fbank/librispeech_cuts_test-clean.jsonl.gz \
       --model base --output-dir egs/librispeech/exp/whisper_base
-  python local/whisper_score.py --cuts ... --model /models/whisper/small.en.pt --output-dir ...
+  python scoring/whisper_score.py --cuts ... --model /models/whisper/small.en.pt --output-dir ...
   # synthetic corpus: its P references map "!" to "."
-  python local/whisper_score.py --cuts data/synth/fbank/synth_cuts_test.jsonl.gz --punct-map '!>.' ...
+  python scoring/whisper_score.py --cuts data/synth/fbank/synth_cuts_test.jsonl.gz --punct-map '!>.' ...
 
 Needs the ``openai-whisper`` package (``pip install openai-whisper``) and its
 weights **on this machine**: ``--model NAME`` looks for the checkpoint file
@@ -31,7 +31,7 @@ Written to ``--output-dir`` (TEST = ``--test-name``, TAG = ``whisper-NAME``):
 
 * ``recogs-TEST-{P,N}-TAG.txt``: ``utt_id<TAB>text`` hypotheses (P only for
   utterances with a P reference), ``refs-TEST-{P,N}.txt`` the references
-  (so ``local/score.py --ref refs-... --hyp recogs-...`` rescores them),
+  (so ``scoring/score.py --ref refs-... --hyp recogs-...`` rescores them),
   ``raw-TEST-TAG.txt`` Whisper's own text;
 * ``wer-summary-TEST-{P,N}-TAG.json``: every metric (zipformer_pc.metrics) and
   the RTF of the transcription on this machine;
@@ -54,10 +54,10 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus
-from zipformer_pc.references import get_n, get_p
+from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.text import PunctConfig, normalized, parse_punct_args, punctuated
 from zipformer_pc.transcripts import write_transcripts
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_PACKAGE = 3
@@ -273,7 +273,7 @@ def _fmt(x) -> str:
 
 
 def fail(code: int, message: str) -> int:
-    print(f"local/whisper_score.py: {message}", file=sys.stderr)
+    print(f"scoring/whisper_score.py: {message}", file=sys.stderr)
     return code
 
 

@@ -3,14 +3,14 @@
 
 Usage:
   # one command: a module (as for python -m) or a script path, then its arguments
-  python local/check_args.py zipformer_pc.train --train-cuts a.jsonl.gz --valid-cuts b.jsonl.gz \
+  python tools/check_args.py zipformer_pc.training.train --train-cuts a.jsonl.gz --valid-cuts b.jsonl.gz \
       --bpe-model bpe.model --exp-dir exp/x --model-type conditioned
-  python local/check_args.py -m zipformer_pc.decode --exp-dir exp/x --bpe-model bpe.model --test-sets t=t.jsonl.gz
-  python local/check_args.py export/export_onnx.py --exp-dir exp/x --tokens tokens.txt --int8 true
-  python local/check_args.py prepare.sh --dataset librispeech --stage 0 --stop-stage 6
+  python tools/check_args.py -m zipformer_pc.decoding.decode --exp-dir exp/x --bpe-model bpe.model --test-sets t=t.jsonl.gz
+  python tools/check_args.py export/export_onnx.py --exp-dir exp/x --tokens tokens.txt --int8 true
+  python tools/check_args.py prepare.sh --dataset librispeech --stage 0 --stop-stage 6
 
   # many commands, one a line, as they would be run (what `egs/librispeech/run.sh --dry-run true` does)
-  python local/check_args.py --commands-file cmds.txt --allow-missing export/measure_rtf.py
+  python tools/check_args.py --commands-file cmds.txt --allow-missing scoring/measure_rtf.py
 
 How a Python target is checked: its source is read first and must define a
 top-level ``get_parser()``; it is refused (nothing imported) when it has none,
@@ -22,7 +22,7 @@ and the arguments go through ``parse_args``.  Only what argparse checks is
 checked (option names, required options, ``choices``, ``type`` conversions):
 that files exist, say, is up to the script when it really runs.
 
-A shell target (``*.sh``) is checked the way ``local/parse_options.sh``
+A shell target (``*.sh``) is checked the way ``tools/parse_options.sh``
 reads options: every ``--name value`` / ``--name=value`` must name a
 variable the script sets before it sources parse_options.sh (a little
 stricter than parse_options.sh itself, which accepts any defined variable).
@@ -121,8 +121,6 @@ def resolve_path(target: str) -> Path:
 
 def module_file(name: str) -> Tuple[str, Path]:
     """The module ``python -m name`` runs (a package's ``__main__``) and its source file."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     try:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations is not None:
@@ -153,7 +151,7 @@ def inspect_source(path: Path, shown: str) -> None:
     if not any(isinstance(n, ast.FunctionDef) and n.name == "get_parser" for n in tree.body):
         raise CannotCheck(f"{shown} has no top-level get_parser(): its arguments cannot be checked without running it")
     # a module-level call of the script's own functions (an unguarded main()) or of
-    # sys.exit would run the script on import; calls such as sys.path.insert are harmless
+    # sys.exit would run the script on import; calls such as logging.getLogger are harmless
     own_funcs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for n in tree.body:
         if not isinstance(n, ast.Expr):
@@ -187,10 +185,8 @@ def load_parser(target: str) -> argparse.ArgumentParser:
         if spec is None or spec.loader is None:
             raise CannotCheck(f"{target}: cannot be loaded as a Python file")
         module = importlib.util.module_from_spec(spec)
-        # as when run as a script: its own directory first (sibling imports), then the project
-        for d in (str(ROOT), str(path.parent)):
-            if d not in sys.path:
-                sys.path.insert(0, d)
+        # the target imports zipformer_pc as installed (pip install -e .); a
+        # script that imports a sibling script by name cannot be checked
         sys.modules[mod_name] = module
         try:
             spec.loader.exec_module(module)
@@ -227,7 +223,7 @@ def shell_option_names(path: Path) -> List[str]:
         m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", line)
         if m:
             names.append(m.group(1))
-    raise CannotCheck(f"{path.name} does not source local/parse_options.sh: its options cannot be checked")
+    raise CannotCheck(f"{path.name} does not source tools/parse_options.sh: its options cannot be checked")
 
 
 def check_shell(target: str, args: Sequence[str]) -> str:

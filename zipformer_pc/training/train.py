@@ -3,27 +3,34 @@
 
 Usage:
   # tiny conditioned model on the embedded corpus, CPU
-  python -m zipformer_pc.train --exp-dir egs/synth/exp/conditioned \
+  python -m zipformer_pc.training.train --exp-dir egs/synth/exp/conditioned \
       --train-cuts data/synth/fbank/synth_cuts_train_p1.jsonl.gz \
       --valid-cuts data/synth/fbank/synth_cuts_dev.jsonl.gz \
       --bpe-model data/synth/lang_bpe_256/bpe.model \
       --model-type conditioned --encoder tiny --num-epochs 10 --max-duration 200
 
   # paper-size model on LibriSpeech with 4 GPUs (DDP, fp16)
-  python -m zipformer_pc.train --world-size 4 --use-fp16 true --encoder paper \
+  python -m zipformer_pc.training.train --world-size 4 --use-fp16 true --encoder paper \
       --model-type two-decoder --exp-dir exp/two_decoder --num-epochs 40 \
       --train-cuts data/librispeech/fbank/librispeech_cuts_train_p1.jsonl.gz ...
 
   # resume: after epoch 3, or from checkpoint-6000.pt mid-epoch
-  python -m zipformer_pc.train ... --start-epoch 4
-  python -m zipformer_pc.train ... --start-batch 6000
+  python -m zipformer_pc.training.train ... --start-epoch 4
+  python -m zipformer_pc.training.train ... --start-batch 6000
 
 Model types (``--model-type``): punct, norm, two-decoder, conditioned
-(zipformer_pc.model).  Loss ``(1-alpha) L_N + alpha L_P`` (``--alpha``).
+(zipformer_pc.model.transducer).  Loss ``(1-alpha) L_N + alpha L_P`` (``--alpha``).
 Which utterances have a P reference comes from the training manifest (the
 fixed ``_pF`` subsets of prepare.sh), or, with ``--punct-proportion F``, from
 the paper's random per-batch split.  ``--use-auto-punct true`` trains on the
 auto-punctuated P' references.
+
+The steps, as in icefall's train.py: ``get_parser`` and ``TRAINING_DEFAULTS``
+(options), ``get_model`` (model construction, resumption, ``--init-from``),
+``compute_loss`` / ``compute_validation_loss`` (loss), ``train_one_epoch``
+(one epoch, with the checkpoints and validations it writes) and ``run``
+(set-up and the epoch loop).  Batches come from
+:class:`zipformer_pc.data.datamodule.PCAsrDataModule`, as for decoding.
 
 The experiment directory holds ``epoch-E.pt``, ``checkpoint-B.pt`` (every
 ``--save-every-n`` batches, last ``--keep-last-k`` kept), ``log/`` (the top of
@@ -38,6 +45,7 @@ import os
 import random
 import sys
 import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -47,21 +55,22 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from zipformer_pc.checkpoint import (
+from zipformer_pc.data.datamodule import PCAsrDataModule
+from zipformer_pc.data.references import any_auto_punct
+from zipformer_pc.data.tokenizer import Tokenizer
+from zipformer_pc.model.loss import LossConfig, resolve_backend
+from zipformer_pc.model.transducer import HeadConfig, Transducer, build_model, head_dim, make_model_config
+from zipformer_pc.model.zipformer import ENCODER_CONFIGS, count_parameters
+from zipformer_pc.modes import MODEL_TYPES
+from zipformer_pc.options import str2bool
+from zipformer_pc.training.checkpoint import (
     init_from_checkpoint,
     RunningAverage,
     load_checkpoint,
     remove_old_checkpoints,
     save_checkpoint,
 )
-from zipformer_pc.dataset import PCAsrDataset, Tokenizer
-from zipformer_pc.loss import LossConfig, resolve_backend
-from zipformer_pc.model import HeadConfig, Transducer, build_model, head_dim, make_model_config
-from zipformer_pc.modes import MODEL_TYPES
-from zipformer_pc.optim import Eden, make_optimizer
-from zipformer_pc.references import any_auto_punct
-from zipformer_pc.zipformer import ENCODER_CONFIGS, count_parameters
-from zipformer_pc.utils import str2bool
+from zipformer_pc.training.optim import Eden, make_optimizer
 
 ENCODER_FLAGS = (
     "num_encoder_layers", "downsampling_factor", "encoder_dim", "feedforward_dim", "num_heads",
@@ -114,7 +123,7 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--alpha", type=float, default=0.5, help="Weight of the punctuated loss L_P")
     g.add_argument("--loss", choices=["auto", "pruned", "full"], default=None,
                    help="auto: k2 pruned RNN-T when k2 imports, else torchaudio's full RNN-T; "
-                        "pruned without k2: the plain-PyTorch pruned RNN-T (zipformer_pc.pruned_rnnt) [per encoder]")
+                        "pruned without k2: the plain-PyTorch pruned RNN-T (zipformer_pc.model.pruned_rnnt) [per encoder]")
     g.add_argument("--prune-range", type=int, default=5)
     g.add_argument("--lm-scale", type=float, default=0.25)
     g.add_argument("--am-scale", type=float, default=0.0)
@@ -258,7 +267,7 @@ def compute_loss(model, batch, args, loss_cfg: LossConfig, device, batch_idx: Op
                      loss_cfg=loss_cfg, batch_idx=batch_idx, ctc_scale=args.ctc_loss_scale)
 
 
-def validate(model, valid_dl, args, loss_cfg, device) -> Dict[str, float]:
+def compute_validation_loss(model, valid_dl, args, loss_cfg, device) -> Dict[str, float]:
     """Per-mode validation loss (per utterance) over the whole validation set."""
     was_training = model.training
     model.eval()
@@ -278,6 +287,196 @@ def validate(model, valid_dl, args, loss_cfg, device) -> Dict[str, float]:
     res = {f"valid_loss_{k}": (tot[f"loss_{k}"] / tot[f"num_{k}"] if tot[f"num_{k}"] else float("nan")) for k in ("n", "p")}
     res["valid_num_n"], res["valid_num_p"] = tot["num_n"], tot["num_p"]
     return res
+
+
+def load_resume_checkpoint(exp_dir: Path, args) -> Optional[Dict[str, Any]]:
+    """The checkpoint ``--start-batch`` / ``--start-epoch`` resume from, or None for a fresh start."""
+    if args.start_batch > 0:
+        return load_checkpoint(exp_dir / f"checkpoint-{args.start_batch}.pt")
+    if args.start_epoch > 1:
+        return load_checkpoint(exp_dir / f"epoch-{args.start_epoch - 1}.pt")
+    return None
+
+
+def get_model(args, ckpt: Optional[Dict[str, Any]], vocab_size: int, with_simple_proj: bool):
+    """The model and its config: the checkpoint's when resuming, else from the options, with
+    ``--init-from`` weights for a fresh start (fine-tuning)."""
+    model_config = ckpt["model_config"] if ckpt is not None else model_config_from_args(args, vocab_size, with_simple_proj)
+    if model_config["head"]["vocab_size"] != vocab_size:
+        raise SystemExit(f"The model has {model_config['head']['vocab_size']} tokens, {args.bpe_model} has {vocab_size}")
+    model = build_model(model_config)
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+    elif args.init_from:
+        try:
+            got = init_from_checkpoint(model, Path(args.init_from), args.init_modules.split(","))
+        except (ValueError, FileNotFoundError) as e:
+            raise SystemExit(f"--init-from: {e}")
+        logging.info(f"Initialised {len(got['copied'])} tensors from {args.init_from} "
+                     f"(--init-modules {args.init_modules}); {len(got['kept'])} of those modules keep their "
+                     f"random initialisation" + (f": {', '.join(got['kept'])}" if got["kept"] else ""))
+    return model, model_config
+
+
+@dataclass
+class Trainer:
+    """What the training loop carries from batch to batch and into checkpoints."""
+
+    args: Any
+    rank: int
+    world_size: int
+    device: torch.device
+    exp_dir: Path
+    model: Transducer
+    ddp_model: torch.nn.Module
+    model_config: Dict[str, Any]
+    model_avg: Optional[RunningAverage]
+    optimizer: torch.optim.Optimizer
+    scheduler: Eden
+    scaler: Any
+    loss_cfg: LossConfig
+    train_dl: Any
+    valid_dl: Any
+    tb: Any = None
+    # train_seconds: wall time spent in training batches (validation and
+    # checkpoint writing excluded); audio_seconds: audio in the updates made
+    counters: Dict[str, Any] = field(default_factory=lambda: {
+        "batch_idx_train": 0, "optimizer_steps": 0, "skipped_nonfinite": 0, "skipped_no_reference": 0,
+        "best_valid_loss": float("inf"), "train_seconds": 0.0, "audio_seconds": 0.0})
+    next_save_minute: float = 0.0
+
+    def state(self, cur_epoch: int, with_sampler: bool) -> Dict[str, Any]:
+        """A checkpoint: weights, running average, model config, optimizer and loop state."""
+        return {
+            "model": self.model.state_dict(),
+            **(self.model_avg.state_dict() if self.model_avg is not None
+               else {"model_avg": None, "model_avg_batches": None}),
+            "model_config": self.model_config,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "grad_scaler": self.scaler.state_dict(),
+            "sampler": self.train_dl.sampler.state_dict() if with_sampler else None,
+            "cur_epoch": cur_epoch,
+            "args": vars(self.args),
+            "rng_state": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
+            **self.counters,
+        }
+
+    def save_minute_after(self, minutes: float) -> float:
+        """The next multiple of --save-every-minutes after ``minutes`` of training."""
+        every = self.args.save_every_minutes
+        return (int(minutes / every) + 1) * every
+
+    def validate(self) -> Dict[str, float]:
+        return compute_validation_loss(self.ddp_model, self.valid_dl, self.args, self.loss_cfg, self.device)
+
+
+def train_one_epoch(tr: Trainer, epoch: int) -> bool:
+    """Train over one epoch (or what is left of it after a mid-epoch resumption); returns
+    True when training must stop (--max-minutes, --max-batches)."""
+    args, counters = tr.args, tr.counters
+    tr.ddp_model.train()
+    t_epoch = time.time()
+    audio_sec = 0.0
+    done = False
+    t_batch = time.time()
+    for batch in tr.train_dl:
+        counters["batch_idx_train"] += 1
+        b = counters["batch_idx_train"]
+        out = compute_loss(tr.ddp_model, batch, args, tr.loss_cfg, tr.device, b)
+        loss = out["loss"]
+        # [finite, has a reference for a trained mode]; agreed by all ranks
+        flags = torch.tensor([float(torch.isfinite(loss).all()),
+                              float(int(out["num_n"]) + int(out["num_p"]) > 0)], device=tr.device)
+        if tr.world_size > 1:
+            dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+        stepped = False
+        if flags[1].item() < 1:
+            # e.g. a punct model on a batch whose cuts all lack P: nothing to learn
+            counters["skipped_no_reference"] += 1
+        elif flags[0].item() < 1:
+            counters["skipped_nonfinite"] += 1
+            logging.warning(f"Batch {b}: non-finite loss, skipped ({counters['skipped_nonfinite']} so far); "
+                            f"cuts {batch['cut_ids'][:3]}...")
+        else:
+            tr.scaler.scale(loss).backward()
+            tr.scheduler.step_batch(b)
+            tr.scaler.step(tr.optimizer)
+            tr.scaler.update()
+            stepped = True
+            counters["optimizer_steps"] += 1
+            seconds = sum(batch["durations"])
+            audio_sec += seconds
+            counters["audio_seconds"] += seconds
+        tr.optimizer.zero_grad(set_to_none=True)
+
+        if tr.model_avg is not None:
+            tr.model_avg.step()
+        counters["train_seconds"] += time.time() - t_batch
+        if tr.rank == 0 and stepped and b % args.log_interval == 0:
+            log_batch(tr, epoch, b, out, audio_sec / (time.time() - t_epoch))
+        minutes = counters["train_seconds"] / 60
+        by_time = bool(args.save_every_minutes) and minutes >= tr.next_save_minute
+        if by_time:
+            tr.next_save_minute = tr.save_minute_after(minutes)
+        if args.max_minutes and minutes >= args.max_minutes:
+            done = by_time = True
+        if tr.world_size > 1 and (args.save_every_minutes or args.max_minutes):
+            # the ranks' clocks differ slightly: rank 0's decision is everyone's
+            t = torch.tensor([float(by_time), float(done)], device=tr.device)
+            dist.broadcast(t, src=0)
+            by_time, done = bool(t[0].item()), bool(t[1].item())
+        if done:
+            logging.info(f"Reached --max-minutes {args.max_minutes} ({minutes:.1f} min of training): stopping")
+        if b % args.valid_interval == 0 or by_time:
+            v = tr.validate()
+            if tr.rank == 0:
+                logging.info(f"Validation at batch {b}: {v}")
+                if tr.tb is not None:
+                    for k in ("valid_loss_n", "valid_loss_p"):
+                        tr.tb.add_scalar(f"valid/{k[6:]}", v[k], b)
+        if (b % args.save_every_n == 0 or by_time or done) and tr.rank == 0:
+            save_checkpoint(tr.exp_dir / f"checkpoint-{b}.pt", tr.state(epoch, with_sampler=True))
+            remove_old_checkpoints(tr.exp_dir, args.keep_last_k)
+            logging.info(f"Saved {tr.exp_dir / f'checkpoint-{b}.pt'}")
+        if args.max_batches and b >= args.max_batches and not done:
+            logging.info(f"Reached --max-batches {args.max_batches}: stopping")
+            done = True
+        if done:
+            return True
+        t_batch = time.time()
+
+    v = tr.validate()
+    if tr.rank == 0:
+        dur = time.time() - t_epoch
+        logging.info(f"Epoch {epoch} done in {dur:.1f} s ({audio_sec / max(dur, 1e-9):.1f} s audio/s); validation: {v}")
+        if tr.tb is not None:
+            for k in ("valid_loss_n", "valid_loss_p"):
+                tr.tb.add_scalar(f"valid_epoch/{k[6:]}", v[k], epoch)
+        vl = sum(x for x in (v["valid_loss_n"], v["valid_loss_p"]) if not math.isnan(x))
+        counters["best_valid_loss"] = min(counters["best_valid_loss"], vl)
+        save_checkpoint(tr.exp_dir / f"epoch-{epoch}.pt", tr.state(epoch, with_sampler=False))
+        logging.info(f"Saved {tr.exp_dir / f'epoch-{epoch}.pt'}")
+    return False
+
+
+def log_batch(tr: Trainer, epoch: int, b: int, out: Dict[str, torch.Tensor], audio_per_second: float) -> None:
+    lr = tr.scheduler.get_last_lr()[0]
+    ctc = tr.args.ctc_loss_scale > 0
+    logging.info(
+        f"Epoch {epoch}, batch {b}: loss {out['loss'].item():.4f} (L_N {out['loss_n'].item():.3f} over "
+        f"{int(out['num_n'])} utts, L_P {out['loss_p'].item():.3f} over {int(out['num_p'])} utts"
+        + (f", CTC {out['loss_ctc'].item():.3f}" if ctc else "") + "), "
+        f"lr {lr:.2e}, {audio_per_second:.1f} s audio/s"
+    )
+    if tr.tb is not None:
+        tr.tb.add_scalar("train/loss", out["loss"].item(), b)
+        tr.tb.add_scalar("train/loss_n", out["loss_n"].item(), b)
+        tr.tb.add_scalar("train/loss_p", out["loss_p"].item(), b)
+        if ctc:
+            tr.tb.add_scalar("train/loss_ctc", out["loss_ctc"].item(), b)
+        tr.tb.add_scalar("train/num_p", float(out["num_p"]), b)
+        tr.tb.add_scalar("train/lr", lr, b)
 
 
 def run(rank: int, world_size: int, args) -> None:
@@ -306,34 +505,15 @@ def run(rank: int, world_size: int, args) -> None:
                           lm_scale=args.lm_scale, simple_loss_scale=args.simple_loss_scale,
                           warm_step=args.warm_step)
 
-    ckpt: Optional[Dict[str, Any]] = None
-    if args.start_batch > 0:
-        ckpt = load_checkpoint(exp_dir / f"checkpoint-{args.start_batch}.pt")
-    elif args.start_epoch > 1:
-        ckpt = load_checkpoint(exp_dir / f"epoch-{args.start_epoch - 1}.pt")
+    ckpt = load_resume_checkpoint(exp_dir, args)
     if ckpt is not None:
-        model_config = ckpt["model_config"]
         logging.info(f"Resuming from batch {ckpt['batch_idx_train']} (epoch {ckpt['cur_epoch']})")
-    else:
-        model_config = model_config_from_args(args, tokenizer.vocab_size, backend == "pruned")
-    if model_config["head"]["vocab_size"] != tokenizer.vocab_size:
-        raise SystemExit(f"The model has {model_config['head']['vocab_size']} tokens, {args.bpe_model} has {tokenizer.vocab_size}")
-    model = build_model(model_config)
+    model, model_config = get_model(args, ckpt, tokenizer.vocab_size, backend == "pruned")
     if rank == 0:
         (exp_dir / "model_config.json").write_text(json.dumps(model_config, indent=1) + "\n")
         n_enc = count_parameters(model.encoder)
         logging.info(f"Parameters: {count_parameters(model):,} in total, {n_enc:,} in the encoder "
                      f"({args.model_type}, encoder {args.encoder})")
-    if ckpt is None and args.init_from:
-        try:
-            got = init_from_checkpoint(model, Path(args.init_from), args.init_modules.split(","))
-        except (ValueError, FileNotFoundError) as e:
-            raise SystemExit(f"--init-from: {e}")
-        logging.info(f"Initialised {len(got['copied'])} tensors from {args.init_from} "
-                     f"(--init-modules {args.init_modules}); {len(got['kept'])} of those modules keep their "
-                     f"random initialisation" + (f": {', '.join(got['kept'])}" if got["kept"] else ""))
-    if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
     model.to(device)
     model_avg = RunningAverage(model, args.average_period) if rank == 0 else None
     if ckpt is not None and model_avg is not None:
@@ -357,29 +537,15 @@ def run(rank: int, world_size: int, args) -> None:
             scaler.load_state_dict(ckpt["grad_scaler"])
 
     from lhotse import load_manifest_lazy
-    from lhotse.dataset import DynamicBucketingSampler, DynamicCutSampler, SpecAugment
 
-    spec = SpecAugment(time_warp_factor=80, num_frame_masks=10, features_mask_size=27,
-                       num_feature_masks=2, frames_mask_size=100) if args.spec_augment else None
-    train_ds = PCAsrDataset(tokenizer, spec_augment=spec, punct_proportion=args.punct_proportion,
-                            use_auto_punct=args.use_auto_punct, seed=args.seed)
-    sampler_opts = dict(max_duration=args.max_duration, shuffle=True, drop_last=False, seed=args.seed,
-                        world_size=world_size, rank=rank)
-    if args.num_buckets > 1:
-        train_sampler = DynamicBucketingSampler(load_manifest_lazy(args.train_cuts), num_buckets=args.num_buckets,
-                                                **sampler_opts)
-    else:
-        train_sampler = DynamicCutSampler(load_manifest_lazy(args.train_cuts), **sampler_opts)
-    valid_auto = args.use_auto_punct and any_auto_punct(load_manifest_lazy(args.valid_cuts))
-    if args.use_auto_punct and not valid_auto and rank == 0:
+    data = PCAsrDataModule(tokenizer, args.max_duration, seed=args.seed, world_size=world_size, rank=rank)
+    train_dl = data.train_dataloader(args.train_cuts, num_buckets=args.num_buckets, use_spec_augment=args.spec_augment,
+                                     punct_proportion=args.punct_proportion, use_auto_punct=args.use_auto_punct,
+                                     num_workers=args.num_workers)
+    valid_auto_punct = args.use_auto_punct and any_auto_punct(load_manifest_lazy(args.valid_cuts))
+    if args.use_auto_punct and not valid_auto_punct and rank == 0:
         logging.info("The validation cuts carry no P' reference: mode P is validated on their true P")
-    valid_ds = PCAsrDataset(tokenizer, use_auto_punct=valid_auto, seed=args.seed)
-    valid_sampler = DynamicBucketingSampler(
-        load_manifest_lazy(args.valid_cuts), max_duration=args.max_duration, shuffle=False,
-        num_buckets=2, world_size=world_size, rank=rank,
-    )
-    train_dl = torch.utils.data.DataLoader(train_ds, sampler=train_sampler, batch_size=None, num_workers=args.num_workers)
-    valid_dl = torch.utils.data.DataLoader(valid_ds, sampler=valid_sampler, batch_size=None, num_workers=0)
+    valid_dl = data.valid_dataloader(args.valid_cuts, use_auto_punct=valid_auto_punct)
 
     tb = None
     if rank == 0 and args.tensorboard:
@@ -387,166 +553,68 @@ def run(rank: int, world_size: int, args) -> None:
 
         tb = SummaryWriter(log_dir=str(exp_dir / "tensorboard"))
 
-    # train_seconds: wall time spent in training batches (validation and
-    # checkpoint writing excluded); audio_seconds: audio in the updates made
-    counters = {"batch_idx_train": 0, "optimizer_steps": 0, "skipped_nonfinite": 0, "skipped_no_reference": 0,
-                "best_valid_loss": float("inf"), "train_seconds": 0.0, "audio_seconds": 0.0}
+    tr = Trainer(args=args, rank=rank, world_size=world_size, device=device, exp_dir=exp_dir, model=model,
+                 ddp_model=ddp_model, model_config=model_config, model_avg=model_avg, optimizer=optimizer,
+                 scheduler=scheduler, scaler=scaler, loss_cfg=loss_cfg, train_dl=train_dl, valid_dl=valid_dl, tb=tb)
     start_epoch = args.start_epoch
     if ckpt is not None:
-        for k in counters:
-            counters[k] = ckpt.get(k, counters[k])
+        for k in tr.counters:
+            tr.counters[k] = ckpt.get(k, tr.counters[k])
         start_epoch = ckpt["cur_epoch"] + (0 if args.start_batch > 0 else 1)
+    if args.save_every_minutes > 0:
+        tr.next_save_minute = tr.save_minute_after(tr.counters["train_seconds"] / 60)
     # Restored right before the first batch (after the DataLoader iterator is
     # created, which draws from the torch RNG), so a resumed run draws the same
     # random numbers as an uninterrupted one.
-    def save_minute_after(minutes: float) -> float:
-        """The next multiple of --save-every-minutes after ``minutes`` of training."""
-        return (int(minutes / args.save_every_minutes) + 1) * args.save_every_minutes
-
-    next_save_minute = save_minute_after(counters["train_seconds"] / 60) if args.save_every_minutes > 0 else 0.0
     pending_rng = ckpt.get("rng_state") if (ckpt is not None and args.start_batch > 0) else None
     resume_sampler_state = ckpt.get("sampler") if (ckpt is not None and args.start_batch > 0) else None
 
-    def state(cur_epoch: int, with_sampler: bool) -> Dict[str, Any]:
-        return {
-            "model": model.state_dict(),
-            **(model_avg.state_dict() if model_avg is not None else {"model_avg": None, "model_avg_batches": None}),
-            "model_config": model_config,
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "grad_scaler": scaler.state_dict(),
-            "sampler": train_sampler.state_dict() if with_sampler else None,
-            "cur_epoch": cur_epoch,
-            "args": vars(args),
-            "rng_state": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
-            **counters,
-        }
-
     done = False
-    if args.max_minutes and counters["train_seconds"] / 60 >= args.max_minutes:
+    if args.max_minutes and tr.counters["train_seconds"] / 60 >= args.max_minutes:
         logging.info(f"Reached --max-minutes {args.max_minutes} already "
-                     f"({counters['train_seconds'] / 60:.1f} min of training): nothing to do")
+                     f"({tr.counters['train_seconds'] / 60:.1f} min of training): nothing to do")
         done = True
     for epoch in range(start_epoch, args.num_epochs + 1):
         if done:
             break
         scheduler.step_epoch(epoch - 1)
-        train_sampler.set_epoch(epoch - 1)
-        train_ds.set_epoch(epoch)
+        train_dl.sampler.set_epoch(epoch - 1)
+        train_dl.dataset.set_epoch(epoch)
         if resume_sampler_state is not None:
-            train_sampler.load_state_dict(resume_sampler_state)
+            train_dl.sampler.load_state_dict(resume_sampler_state)
             resume_sampler_state = None
-        ddp_model.train()
-        t_epoch = time.time()
-        audio_sec = 0.0
-        batches = iter(train_dl)
         if pending_rng is not None:
-            for k, v in pending_rng.items():
-                {"torch": torch.set_rng_state, "python": random.setstate, "numpy": np.random.set_state}[k](v)
+            tr.train_dl = RngRestoringLoader(train_dl, pending_rng)
             pending_rng = None
-        t_batch = time.time()
-        for batch in batches:
-            counters["batch_idx_train"] += 1
-            b = counters["batch_idx_train"]
-            out = compute_loss(ddp_model, batch, args, loss_cfg, device, b)
-            loss = out["loss"]
-            # [finite, has a reference for a trained mode]; agreed by all ranks
-            flags = torch.tensor([float(torch.isfinite(loss).all()),
-                                  float(int(out["num_n"]) + int(out["num_p"]) > 0)], device=device)
-            if world_size > 1:
-                dist.all_reduce(flags, op=dist.ReduceOp.MIN)
-            stepped = False
-            if flags[1].item() < 1:
-                # e.g. a punct model on a batch whose cuts all lack P: nothing to learn
-                counters["skipped_no_reference"] += 1
-            elif flags[0].item() < 1:
-                counters["skipped_nonfinite"] += 1
-                logging.warning(f"Batch {b}: non-finite loss, skipped ({counters['skipped_nonfinite']} so far); "
-                                f"cuts {batch['cut_ids'][:3]}...")
-            else:
-                scaler.scale(loss).backward()
-                scheduler.step_batch(b)
-                scaler.step(optimizer)
-                scaler.update()
-                stepped = True
-                counters["optimizer_steps"] += 1
-                seconds = sum(batch["durations"])
-                audio_sec += seconds
-                counters["audio_seconds"] += seconds
-            optimizer.zero_grad(set_to_none=True)
-
-            if model_avg is not None:
-                model_avg.step()
-            counters["train_seconds"] += time.time() - t_batch
-            if rank == 0 and stepped and b % args.log_interval == 0:
-                lr = scheduler.get_last_lr()[0]
-                logging.info(
-                    f"Epoch {epoch}, batch {b}: loss {loss.item():.4f} (L_N {out['loss_n'].item():.3f} over "
-                    f"{int(out['num_n'])} utts, L_P {out['loss_p'].item():.3f} over {int(out['num_p'])} utts"
-                    + (f", CTC {out['loss_ctc'].item():.3f}" if args.ctc_loss_scale > 0 else "") + "), "
-                    f"lr {lr:.2e}, {audio_sec / (time.time() - t_epoch):.1f} s audio/s"
-                )
-                if tb is not None:
-                    tb.add_scalar("train/loss", loss.item(), b)
-                    tb.add_scalar("train/loss_n", out["loss_n"].item(), b)
-                    tb.add_scalar("train/loss_p", out["loss_p"].item(), b)
-                    if args.ctc_loss_scale > 0:
-                        tb.add_scalar("train/loss_ctc", out["loss_ctc"].item(), b)
-                    tb.add_scalar("train/num_p", float(out["num_p"]), b)
-                    tb.add_scalar("train/lr", lr, b)
-            minutes = counters["train_seconds"] / 60
-            by_time = bool(args.save_every_minutes) and minutes >= next_save_minute
-            if by_time:
-                next_save_minute = save_minute_after(minutes)
-            if args.max_minutes and minutes >= args.max_minutes:
-                done = by_time = True
-            if world_size > 1 and (args.save_every_minutes or args.max_minutes):
-                # the ranks' clocks differ slightly: rank 0's decision is everyone's
-                t = torch.tensor([float(by_time), float(done)], device=device)
-                dist.broadcast(t, src=0)
-                by_time, done = bool(t[0].item()), bool(t[1].item())
-            if done:
-                logging.info(f"Reached --max-minutes {args.max_minutes} ({minutes:.1f} min of training): stopping")
-            if b % args.valid_interval == 0 or by_time:
-                v = validate(ddp_model, valid_dl, args, loss_cfg, device)
-                if rank == 0:
-                    logging.info(f"Validation at batch {b}: {v}")
-                    if tb is not None:
-                        for k in ("valid_loss_n", "valid_loss_p"):
-                            tb.add_scalar(f"valid/{k[6:]}", v[k], b)
-            if b % args.save_every_n == 0 or by_time or done:
-                if rank == 0:
-                    save_checkpoint(exp_dir / f"checkpoint-{b}.pt", state(epoch, with_sampler=True))
-                    remove_old_checkpoints(exp_dir, args.keep_last_k)
-                    logging.info(f"Saved {exp_dir / f'checkpoint-{b}.pt'}")
-            if args.max_batches and b >= args.max_batches and not done:
-                logging.info(f"Reached --max-batches {args.max_batches}: stopping")
-                done = True
-            if done:
-                break
-            t_batch = time.time()
-        if done:
-            break
-        v = validate(ddp_model, valid_dl, args, loss_cfg, device)
-        if rank == 0:
-            dur = time.time() - t_epoch
-            logging.info(f"Epoch {epoch} done in {dur:.1f} s ({audio_sec / max(dur, 1e-9):.1f} s audio/s); validation: {v}")
-            if tb is not None:
-                for k in ("valid_loss_n", "valid_loss_p"):
-                    tb.add_scalar(f"valid_epoch/{k[6:]}", v[k], epoch)
-            vl = sum(x for x in (v["valid_loss_n"], v["valid_loss_p"]) if not math.isnan(x))
-            counters["best_valid_loss"] = min(counters["best_valid_loss"], vl)
-            save_checkpoint(exp_dir / f"epoch-{epoch}.pt", state(epoch, with_sampler=False))
-            logging.info(f"Saved {exp_dir / f'epoch-{epoch}.pt'}")
+        done = train_one_epoch(tr, epoch)
+        tr.train_dl = train_dl
     if rank == 0:
-        logging.info(f"Training done: {counters['batch_idx_train']} batches, "
-                     f"{counters['skipped_nonfinite']} skipped for non-finite loss, "
-                     f"{counters['skipped_no_reference']} without a reference for the trained modes")
+        c = tr.counters
+        logging.info(f"Training done: {c['batch_idx_train']} batches, "
+                     f"{c['skipped_nonfinite']} skipped for non-finite loss, "
+                     f"{c['skipped_no_reference']} without a reference for the trained modes")
         if tb is not None:
             tb.close()
     if world_size > 1:
         dist.barrier()
         dist.destroy_process_group()
+
+
+class RngRestoringLoader:
+    """A data loader whose iterator is created before the RNG states of a
+    checkpoint are restored (creating it draws from the torch RNG), so a run
+    resumed mid-epoch draws the same random numbers as an uninterrupted one."""
+
+    def __init__(self, loader, rng_state: Dict[str, Any]) -> None:
+        self.loader, self.rng_state = loader, rng_state
+        self.sampler, self.dataset = loader.sampler, loader.dataset
+
+    def __iter__(self):
+        batches = iter(self.loader)
+        setters = {"torch": torch.set_rng_state, "python": random.setstate, "numpy": np.random.set_state}
+        for k, v in self.rng_state.items():
+            setters[k](v)
+        return batches
 
 
 def main() -> None:

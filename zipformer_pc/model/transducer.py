@@ -23,9 +23,9 @@ from typing import Dict, List, Optional, Sequence
 import torch
 import torch.nn as nn
 
-from zipformer_pc.decoder import Decoder
-from zipformer_pc.joiner import Joiner
-from zipformer_pc.loss import LossConfig, pad_targets, transducer_loss
+from zipformer_pc.model.decoder import Decoder
+from zipformer_pc.model.joiner import Joiner
+from zipformer_pc.model.loss import LossConfig, pad_targets, transducer_loss
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, MODEL_TYPES, searched_modes
 
 
@@ -49,7 +49,7 @@ class HeadConfig:
     mode_dim: int = 12  # conditioned only
     with_simple_proj: bool = False  # k2 pruned loss needs the "simple" projections
     ctc: bool = False  # an auxiliary CTC output on the encoder (training only)
-    #: initial std of the predictor's embeddings (zipformer_pc.decoder.Decoder);
+    #: initial std of the predictor's embeddings (zipformer_pc.model.decoder.Decoder);
     #: only the initialisation depends on it
     embed_init_std: Optional[float] = None
 
@@ -231,7 +231,7 @@ def build_model(model_config: Dict[str, Dict[str, object]]) -> Transducer:
     Checkpoints store this dict, so decoding and export rebuild exactly the
     trained model.
     """
-    from zipformer_pc.zipformer import EncoderConfig, ZipformerEncoder
+    from zipformer_pc.model.zipformer import EncoderConfig, ZipformerEncoder
 
     enc_cfg = EncoderConfig(**model_config["encoder"])  # type: ignore[arg-type]
     head_cfg = HeadConfig(**model_config["head"])  # type: ignore[arg-type]
@@ -239,7 +239,7 @@ def build_model(model_config: Dict[str, Dict[str, object]]) -> Transducer:
 
 
 def make_model_config(encoder_name: str, encoder_overrides: Dict[str, object], head: HeadConfig) -> Dict[str, Dict[str, object]]:
-    from zipformer_pc.zipformer import EncoderConfig
+    from zipformer_pc.model.zipformer import EncoderConfig
 
     enc = EncoderConfig.from_name(encoder_name, **encoder_overrides)
     return {"encoder": asdict(enc), "head": asdict(head)}

@@ -2,7 +2,7 @@
 """Train the punctuation + truecasing restoration model (cascade baseline, P' references).
 
 Usage:
-  ./local/train_restoration.py --train-cuts data/synth/fbank/synth_cuts_train.jsonl.gz \
+  python -m zipformer_pc.restoration.train --train-cuts data/synth/fbank/synth_cuts_train.jsonl.gz \
       --valid-cuts data/synth/fbank/synth_cuts_dev.jsonl.gz \
       --test-sets dev=data/synth/fbank/synth_cuts_dev.jsonl.gz,test=data/synth/fbank/synth_cuts_test.jsonl.gz \
       --exp-dir egs/synth/exp/restore_default --lambda 0.5 --epochs 10 --seed 42
@@ -27,32 +27,191 @@ import argparse
 import hashlib
 import json
 import logging
+import math
+import random
 import time
+from collections import Counter
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
+import torch.nn.functional as F
 
-from zipformer_pc.restore import (
-    DEFAULT_MAX_WORDS,
-    ModelConfig,
-    PieceEncoder,
-    Restorer,
-    TrainConfig,
+from zipformer_pc.restoration.data import (
+    Encoded,
+    RestorationBatch,
     build_mix_lexicon,
-    evaluate,
-    make_meta,
+    encode_examples,
+    make_batches,
     prepare_examples,
-    punct_classes,
     read_cut_references,
     read_references,
     read_text_lines,
-    results_markdown,
-    train_model,
     train_sentencepiece,
 )
+from zipformer_pc.restoration.evaluate import evaluate_restorer, results_markdown
+from zipformer_pc.restoration.model import (
+    DEFAULT_MAX_WORDS,
+    RestorationConfig,
+    RestorationModel,
+    Restorer,
+    make_meta,
+    num_parameters,
+    save_restoration_checkpoint,
+)
+from zipformer_pc.runtime.restoration import LabeledLine, PieceEncoder, punct_classes
 from zipformer_pc.text import parse_punct_args
 from zipformer_pc.transcripts import write_transcripts
+
+
+def restoration_loss(model: RestorationModel, batch: RestorationBatch, lam: float) -> Tuple[torch.Tensor, Dict[str, float]]:
+    """``lam * L_case + (1 - lam) * L_punct`` (word-level cross entropies, mean over words).
+
+    A term with weight 0 is not computed at all, so its head gets no gradient
+    (``.grad`` stays None and the optimizer leaves it exactly at its init).
+    """
+    case_logits, punct_logits = model(batch.tokens, batch.lengths)
+    loss = torch.zeros(())
+    info: Dict[str, float] = {}
+    if lam > 0:
+        l_case = F.cross_entropy(case_logits[batch.rows, batch.first], batch.case)
+        loss = loss + lam * l_case
+        info["case"] = l_case.item()
+    if lam < 1:
+        l_punct = F.cross_entropy(punct_logits[batch.rows, batch.last], batch.punct)
+        loss = loss + (1 - lam) * l_punct
+        info["punct"] = l_punct.item()
+    info["loss"] = loss.item()
+    return loss, info
+
+
+@dataclass
+class RestorationTrainConfig:
+    lam: float = 0.5
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    grad_clip: float = 1.0
+    seed: int = 42
+    log_interval: int = 50
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.lam <= 1.0:
+            raise ValueError(f"lambda must be in [0, 1], got {self.lam}")
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError("epochs and batch_size must be positive")
+
+
+def _lr_lambda(warmup: int, total: int):
+    """Linear warm-up, then cosine decay to 10% of the peak at the last step."""
+
+    def f(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
+
+    return f
+
+
+def evaluate_loss(model: RestorationModel, items: Sequence[Encoded], lam: float, batch_size: int) -> Dict[str, float]:
+    """Word-weighted mean losses (both terms always reported) over ``items``."""
+    model.eval()
+    totals: Counter = Counter()
+    words = 0
+    with torch.no_grad():
+        for batch in make_batches(items, batch_size, None):
+            case_logits, punct_logits = model(batch.tokens, batch.lengths)
+            n = len(batch.rows)
+            totals["case"] += F.cross_entropy(case_logits[batch.rows, batch.first], batch.case, reduction="sum").item()
+            totals["punct"] += F.cross_entropy(punct_logits[batch.rows, batch.last], batch.punct, reduction="sum").item()
+            words += n
+    model.train()
+    out = {k: v / max(1, words) for k, v in totals.items()}
+    out["loss"] = lam * out["case"] + (1 - lam) * out["punct"]
+    return out
+
+
+def train_model(
+    train_examples: Sequence[LabeledLine],
+    valid_examples: Sequence[LabeledLine],
+    spm_model: bytes,
+    meta: Mapping[str, object],
+    model_cfg: RestorationConfig,
+    cfg: RestorationTrainConfig,
+    exp_dir: Optional[Path] = None,
+) -> Tuple[RestorationModel, Dict[str, object]]:
+    """Train with AdamW; returns the model with the lowest validation loss (the last one without validation).
+
+    With ``exp_dir``, writes ``last.pt`` after every epoch and ``best-valid-loss.pt``
+    when the validation loss improves.  Reproducible for a given ``cfg.seed``
+    (on one thread).
+    """
+    if not train_examples:
+        raise ValueError("No training lines left after preparation")
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    encoder = PieceEncoder(spm_model)
+    max_words = int(meta["max_words"])  # type: ignore[arg-type]
+    train_items = encode_examples(train_examples, encoder, max_words)
+    valid_items = encode_examples(valid_examples, encoder, max_words)
+    model = RestorationModel(model_cfg)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    steps_per_epoch = math.ceil(len(train_items) / cfg.batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup_steps, steps_per_epoch * cfg.epochs))
+    logging.info(
+        f"Training: {len(train_items)} lines ({sum(len(e.first) for e in train_items)} words), "
+        f"{len(valid_items)} validation lines, {num_parameters(model) / 1e6:.2f}M parameters, "
+        f"{steps_per_epoch} make_batches/epoch, lambda={cfg.lam}"
+    )
+    history: List[Dict[str, object]] = []
+    best_loss = math.inf
+    best_state = None
+    step = 0
+    start = time.time()
+    for epoch in range(1, cfg.epochs + 1):
+        running: Counter = Counter()
+        n = 0
+        for batch in make_batches(train_items, cfg.batch_size, rng):
+            loss, info = restoration_loss(model, batch, cfg.lam)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            sched.step()
+            step += 1
+            running.update(info)
+            n += 1
+            if step % cfg.log_interval == 0:
+                avg = " ".join(f"{k}={v / n:.4f}" for k, v in sorted(running.items()))
+                logging.info(f"epoch {epoch} step {step}: {avg} lr={sched.get_last_lr()[0]:.2e} "
+                             f"({time.time() - start:.0f}s)")
+        record: Dict[str, object] = {"epoch": epoch, "step": step, "seconds": round(time.time() - start, 1),
+                                     "train": {k: v / max(1, n) for k, v in running.items()}}
+        if valid_items:
+            record["valid"] = evaluate_loss(model, valid_items, cfg.lam, 64)
+            valid_loss = record["valid"]["loss"]  # type: ignore[index]
+            logging.info(f"epoch {epoch}: valid " + " ".join(f"{k}={v:.4f}" for k, v in sorted(record["valid"].items())))  # type: ignore[union-attr]
+            if valid_loss < best_loss:
+                best_loss = valid_loss
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                if exp_dir is not None:
+                    save_restoration_checkpoint(exp_dir / "best-valid-loss.pt", model, spm_model, meta,
+                                    {"epoch": epoch, "train_config": asdict(cfg), "valid": record["valid"]})
+        history.append(record)
+        if exp_dir is not None:
+            save_restoration_checkpoint(exp_dir / "last.pt", model, spm_model, meta, {"epoch": epoch, "train_config": asdict(cfg)})
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    return model, {"history": history, "seconds": round(time.time() - start, 1), "best_valid_loss": best_loss}
+
+
+# ---------------------------------------------------------------- command line
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -147,12 +306,12 @@ def main() -> None:
         spm_model = train_sentencepiece([" ".join(ex.words) for ex in train_ex], args.vocab_size)
     meta = make_meta(config, build_mix_lexicon(train_lines, config), args.max_words)
     logging.info(f"Mixed-case lexicon: {len(meta['mix_lexicon'])} words; punctuation classes {punct_classes(config)}")
-    model_cfg = ModelConfig(
+    model_cfg = RestorationConfig(
         vocab_size=PieceEncoder(spm_model).vocab_size, num_punct=len(punct_classes(config)), d_model=args.d_model,
         num_layers=args.num_layers, num_heads=args.num_heads, ff_dim=args.ff_dim,
         kernel_size=args.kernel_size, dropout=args.dropout,
     )
-    train_cfg = TrainConfig(
+    train_cfg = RestorationTrainConfig(
         lam=args.lam, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
         warmup_steps=args.warmup_steps, seed=args.seed, log_interval=args.log_interval,
     )
@@ -169,7 +328,7 @@ def main() -> None:
         if not refs:
             raise SystemExit(f"--test-sets {name}: {path} has no reference")
         start = time.time()
-        r = evaluate(restorer, refs)
+        r = evaluate_restorer(restorer, refs)
         r["restore_seconds"] = round(time.time() - start, 2)
         write_transcripts(str(exp_dir / f"restored-{name}.txt"), r.pop("hyps"))
         results[name] = r

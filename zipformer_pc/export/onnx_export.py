@@ -47,10 +47,10 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from zipformer_pc.checkpoint import load_model_for_inference
+from zipformer_pc.training.checkpoint import load_model_for_inference
 from zipformer_pc.features import FBANK_OPTIONS, options_to_metadata
 from zipformer_pc.modes import MODE_NAMES
-from zipformer_pc.utils import str2bool
+from zipformer_pc.options import str2bool
 
 OPSET = 17
 

@@ -7,7 +7,7 @@
   falls from 1 to ``simple_loss_scale`` and the pruned loss weight rises from
   0.1 to 1, as in icefall.
   Without k2, ``pruned`` runs the same algorithm written in plain PyTorch
-  (:mod:`zipformer_pc.pruned_rnnt`).
+  (:mod:`zipformer_pc.model.pruned_rnnt`).
 * ``full`` (torchaudio.functional.rnnt_loss): the exact loss over the whole
   (T, U+1) lattice.  Fine for small vocabularies and the tiny model on CPU.
 
@@ -46,7 +46,7 @@ def resolve_backend(requested: str = "auto") -> str:
     else:
         backend = requested
     how = {
-        "pruned": "k2 pruned RNN-T" if k2_available() else "pruned RNN-T in plain PyTorch (zipformer_pc.pruned_rnnt; "
+        "pruned": "k2 pruned RNN-T" if k2_available() else "pruned RNN-T in plain PyTorch (zipformer_pc.model.pruned_rnnt; "
                                                             "k2 does not import)",
         "full": "torchaudio.functional.rnnt_loss, full lattice",
     }[backend]
@@ -118,7 +118,7 @@ def transducer_loss(
         simple, pruned = _k2_pruned(encoder_out, encoder_lens, decoder_out, joiner, y, y_lens, cfg, blank_id,
                                     simple_am_proj, simple_lm_proj)
     else:
-        from zipformer_pc.pruned_rnnt import pruned_rnnt_loss
+        from zipformer_pc.model.pruned_rnnt import pruned_rnnt_loss
 
         with torch.autocast(device_type=encoder_out.device.type, enabled=False):
             simple, pruned = pruned_rnnt_loss(

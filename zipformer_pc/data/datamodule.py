@@ -1,0 +1,71 @@
+"""The data loaders of training, validation and decoding (icefall's AsrDataModule).
+
+One place builds the lhotse samplers: training shuffles cuts into duration
+buckets (``DynamicBucketingSampler``; ``num_buckets=1``: ``DynamicCutSampler``)
+and may apply SpecAugment and the paper's random per-batch P split;
+validation and decoding read the cuts in order, in two duration buckets.
+Every loader yields the batches of :class:`~zipformer_pc.data.dataset.PCAsrDataset`;
+``loader.sampler`` and ``loader.dataset`` are the sampler and the dataset
+(for ``set_epoch`` and the sampler state of mid-epoch resumption).
+"""
+
+from typing import Optional
+
+import torch
+
+from zipformer_pc.data.dataset import PCAsrDataset
+from zipformer_pc.data.tokenizer import Tokenizer
+
+
+def spec_augment():
+    """icefall's SpecAugment settings for LibriSpeech."""
+    from lhotse.dataset import SpecAugment
+
+    return SpecAugment(time_warp_factor=80, num_frame_masks=10, features_mask_size=27,
+                       num_feature_masks=2, frames_mask_size=100)
+
+
+class PCAsrDataModule:
+    """Loaders over cut manifests for one tokenizer, batch size and process (``rank`` of ``world_size``)."""
+
+    def __init__(self, tokenizer: Tokenizer, max_duration: float, seed: int = 42,
+                 world_size: int = 1, rank: int = 0) -> None:
+        self.tokenizer = tokenizer
+        self.max_duration = max_duration
+        self.seed = seed
+        self.world_size = world_size
+        self.rank = rank
+
+    def train_dataloader(self, cuts_path: str, num_buckets: int = 10, use_spec_augment: bool = False,
+                         punct_proportion: Optional[float] = None, use_auto_punct: bool = False,
+                         num_workers: int = 0) -> torch.utils.data.DataLoader:
+        from lhotse import load_manifest_lazy
+        from lhotse.dataset import DynamicBucketingSampler, DynamicCutSampler
+
+        dataset = PCAsrDataset(self.tokenizer, spec_augment=spec_augment() if use_spec_augment else None,
+                               punct_proportion=punct_proportion, use_auto_punct=use_auto_punct, seed=self.seed)
+        opts = dict(max_duration=self.max_duration, shuffle=True, drop_last=False, seed=self.seed,
+                    world_size=self.world_size, rank=self.rank)
+        cuts = load_manifest_lazy(cuts_path)
+        if num_buckets > 1:
+            sampler = DynamicBucketingSampler(cuts, num_buckets=num_buckets, **opts)
+        else:
+            sampler = DynamicCutSampler(cuts, **opts)
+        return torch.utils.data.DataLoader(dataset, sampler=sampler, batch_size=None, num_workers=num_workers)
+
+    def valid_dataloader(self, cuts_path: str, use_auto_punct: bool = False) -> torch.utils.data.DataLoader:
+        """Validation cuts, split over the processes of a DDP run."""
+        return self._in_order(cuts_path, PCAsrDataset(self.tokenizer, use_auto_punct=use_auto_punct, seed=self.seed),
+                              self.world_size, self.rank)
+
+    def test_dataloader(self, cuts_path: str) -> torch.utils.data.DataLoader:
+        """Every cut of a test set, in one process."""
+        return self._in_order(cuts_path, PCAsrDataset(self.tokenizer), 1, 0)
+
+    def _in_order(self, cuts_path: str, dataset: PCAsrDataset, world_size: int, rank: int):
+        from lhotse import load_manifest_lazy
+        from lhotse.dataset import DynamicBucketingSampler
+
+        sampler = DynamicBucketingSampler(load_manifest_lazy(cuts_path), max_duration=self.max_duration,
+                                          shuffle=False, num_buckets=2, world_size=world_size, rank=rank)
+        return torch.utils.data.DataLoader(dataset, sampler=sampler, batch_size=None, num_workers=0)

@@ -1,0 +1,1 @@
+"""Export of a trained checkpoint to ONNX for the streaming runtime and sherpa-onnx."""
