@@ -1,0 +1,146 @@
+"""The shipped models in egs/synth/pretrained/ load, transcribe fresh speech and
+can seed training (README, "Quick start"; issue: models that learn)."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zipformer_pc.metrics import score_corpus
+from zipformer_pc.text import normalized
+
+ROOT = Path(__file__).resolve().parents[1]
+PRETRAINED = ROOT / "egs" / "synth" / "pretrained"
+# Austen-like, but not a sentence of the corpus (checked against its text).
+SENTENCE = "When the letter came, she read it twice and then walked out into the garden."
+VOICE = ["-v", "en-us+m1", "-s", "165"]  # a training voice of the synthetic corpus
+
+
+def test_the_shipped_files_are_complete_and_within_budget():
+    names = {p.name for p in PRETRAINED.iterdir()}
+    for need in ("tokens.txt", "bpe.model", "norm.pt", "conditioned.pt", "MODEL_CARD.md"):
+        assert need in names, need
+    for part in ("encoder", "decoder-N", "decoder-P", "joiner-N", "joiner-P"):
+        assert any(n.startswith(part) and n.endswith(".int8.onnx") for n in names), part
+        assert any(n.startswith(part) and n.endswith(".onnx") and ".int8." not in n for n in names), part
+    assert sum(p.stat().st_size for p in PRETRAINED.iterdir()) <= 60 * 2**20
+    card = (PRETRAINED / "MODEL_CARD.md").read_text()
+    assert "test_ood" in card and "PC-WER" in card and "Known limits" in card
+
+
+@pytest.fixture(scope="module")
+def spoken(tmp_path_factory):
+    if shutil.which("espeak-ng") is None:
+        pytest.fail("espeak-ng is missing: tools/setup_env.sh installs it")
+    wav = tmp_path_factory.mktemp("spoken") / "letter.wav"
+    subprocess.run(["espeak-ng", *VOICE, "-w", str(wav), SENTENCE], check=True, capture_output=True)
+    return wav
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_the_shipped_model_transcribes_a_fresh_sentence(spoken, int8, tmp_path):
+    """The README's quick start: one command, both transcripts; the words are
+    right, P starts with a capital and ends with a mark."""
+    out = tmp_path / "out.tsv"
+    r = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(PRETRAINED), str(spoken),
+                        "--int8", str(int8).lower(), "--output", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = {}
+    for line in out.read_text().splitlines():
+        uid, mode, text = line.split("\t")
+        got[mode] = text
+    assert set(got) == {"P", "N"}, got
+    ref_n = normalized(SENTENCE)
+    wer = score_corpus([("letter", ref_n, got["N"])]).summary()["wer"]
+    assert wer <= 25.0, (got, wer)
+    assert normalized(got["P"]).split()[:3] == ref_n.split()[:3] or wer <= 10.0, got
+    assert got["P"][:1].isupper(), got
+    assert re.search(r"[.?!]$", got["P"]), got
+
+
+def test_the_shipped_norm_weights_seed_training():
+    """``train.py --init-from egs/synth/pretrained/norm.pt`` needs a model config
+    and weights that load into the model it describes (N only: no P seen)."""
+    import torch
+
+    from zipformer_pc.model.transducer import build_model
+
+    for name, model_type in (("norm", "norm"), ("conditioned", "conditioned")):
+        ck = torch.load(PRETRAINED / f"{name}.pt", map_location="cpu", weights_only=False)
+        model = build_model(ck["model_config"])
+        assert model.model_type == model_type
+        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ck["model"].items()})
+        assert ck["optimizer_steps"] > 1000, "the shipped weights must be trained"
+
+
+def test_the_shipped_pytorch_model_writes_p_cased_and_punctuated_and_n_plain(spoken):
+    """The PyTorch path (what decode.py runs: simulated streaming, greedy search) on the
+    shipped ``conditioned.pt``: one encoder output, two predictor modes, two transcripts
+    of the same words, only P with capitals and marks."""
+    import torch
+
+    from zipformer_pc.decoding.beam_search import search
+    from zipformer_pc.data.tokenizer import Tokenizer
+    from zipformer_pc.decoding.decode import streaming_encode
+    from zipformer_pc.features import lhotse_fbank
+    from zipformer_pc.model.transducer import build_model
+    from zipformer_pc.modes import MODE_N, MODE_P
+    from zipformer_pc.runtime import read_wav
+
+    ck = torch.load(PRETRAINED / "conditioned.pt", map_location="cpu", weights_only=False)
+    model = build_model(ck["model_config"]).eval()
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ck["model"].items()})
+    samples, rate = read_wav(str(spoken))
+    if rate != 16000:
+        import torchaudio
+
+        samples = torchaudio.functional.resample(torch.from_numpy(samples), rate, 16000).numpy()
+    feats = torch.from_numpy(lhotse_fbank().extract(samples, 16000))[None]
+    tok = Tokenizer(str(PRETRAINED / "bpe.model"))
+    with torch.no_grad():
+        enc, lens = streaming_encode(model.encoder, feats, torch.tensor([feats.size(1)]), 32, 128)
+        text = {m: tok.decode(search(model, enc, lens, m, "greedy_search")[0]) for m in (MODE_P, MODE_N)}
+    p, n = text[MODE_P], text[MODE_N]
+    assert n == n.lower() and not re.search(r"[^\w\s']", n), text
+    assert p[:1].isupper() and re.search(r"[.,?!;:]", p), text
+    ref = normalized(SENTENCE)
+    for hyp in (n, normalized(p)):
+        assert score_corpus([("letter", ref, hyp)]).summary()["wer"] <= 25.0, text
+
+
+@pytest.mark.parametrize("int8", [False, True], ids=["fp32", "int8"])
+def test_sherpa_onnx_reads_the_shipped_model_as_we_do(spoken, int8):
+    """Parity on a model that really transcribes: each mode's (encoder, decoder,
+    joiner) triple in sherpa-onnx gives our runtime's text, words and marks."""
+    import numpy as np
+    import sherpa_onnx
+
+    from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
+
+    files = find_model_files(PRETRAINED, int8=int8)
+    rec = StreamingRecognizer(files)
+    samples, rate = read_wav(str(spoken))
+    if rate != rec.sample_rate:
+        r = Resampler(rate, rec.sample_rate)
+        samples = np.concatenate([r.process(samples), r.flush()])
+    x = np.concatenate([np.zeros(4800, np.float32), samples.astype(np.float32)])
+    ours = rec.recognize(x, rec.sample_rate)
+    for mode in ("P", "N"):
+        sherpa = sherpa_onnx.OnlineRecognizer.from_transducer(
+            tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),
+            joiner=str(files[f"joiner-{mode}"]), num_threads=1, sample_rate=rec.sample_rate, feature_dim=80,
+            decoding_method="greedy_search")
+        st = sherpa.create_stream()
+        st.accept_waveform(rec.sample_rate, x)
+        # our tail padding, plus the frame sherpa-onnx waits for before a chunk
+        st.accept_waveform(rec.sample_rate, np.zeros((rec.tail_padding_frames(len(x), 0) + 1) * rec.frame_shift,
+                                                     np.float32))
+        st.input_finished()
+        while sherpa.is_ready(st):
+            sherpa.decode_stream(st)
+        assert " ".join(sherpa.get_result(st).split()) == ours[mode], mode
+    assert len(ours["N"].split()) >= 10, ours
