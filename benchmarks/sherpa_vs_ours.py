@@ -50,6 +50,7 @@ import numpy as np
 from zipformer_pc.export import random_model
 from zipformer_pc.export.random_model import synthetic_utterance
 from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
+from zipformer_pc.runtime.audio import wav_files
 
 RATE = 16000
 GOAL_RATIO = 1.3
@@ -62,14 +63,10 @@ GOAL_BOTH = 1.15
 
 def load_wavs(paths: Sequence[str]) -> List[Tuple[str, np.ndarray]]:
     """The wav files (folders searched recursively), resampled to 16 kHz outside any timing."""
-    files: List[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files += sorted(p.rglob("*.wav"))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise SystemExit(f"sherpa_vs_ours.py: {p} does not exist")
+    try:
+        files = wav_files(paths)
+    except FileNotFoundError as e:
+        raise SystemExit(f"sherpa_vs_ours.py: {e}") from None
     if not files:
         raise SystemExit("sherpa_vs_ours.py: no wav file found in --wavs")
     out = []

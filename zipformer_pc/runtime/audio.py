@@ -1,8 +1,10 @@
-"""Audio input of the streaming runtime: PCM wav reading and streaming resampling (numpy only)."""
+"""Audio input of the streaming runtime: PCM wav reading, listing wav inputs and streaming
+resampling (numpy only)."""
 
 import math
 import wave
-from typing import Tuple
+from pathlib import Path
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
@@ -88,3 +90,17 @@ def read_wav(path: str) -> Tuple[np.ndarray, int]:
     if channels > 1:
         x = x.reshape(-1, channels).mean(axis=1)
     return x, rate
+
+
+def wav_files(paths: Sequence[str]) -> List[Path]:
+    """The given wav files and the ``*.wav`` files under the given folders (sorted),
+    in order; ``FileNotFoundError`` for a path that does not exist."""
+    out: List[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(p.rglob("*.wav"))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"{p} does not exist")
+    return out

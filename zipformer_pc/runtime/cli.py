@@ -20,54 +20,31 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from zipformer_pc.runtime.audio import read_wav
-from zipformer_pc.runtime.endpoint import EndpointConfig
+from zipformer_pc.runtime.audio import read_wav, wav_files
+from zipformer_pc.options import str2bool
+from zipformer_pc.runtime.endpoint import EndpointConfig, add_endpoint_options
 from zipformer_pc.runtime.recognizer import StreamingRecognizer
-
-
-def _wav_inputs(paths: Sequence[str]) -> List[Tuple[str, Path]]:
-    items = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            items += [(w.stem, w) for w in sorted(p.rglob("*.wav"))]
-        elif p.exists():
-            items.append((p.stem, p))
-        else:
-            raise FileNotFoundError(f"{p} does not exist")
-    return items
 
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="*", help="wav files or folders of wav files")
     p.add_argument("--model-dir", type=Path, required=True, help="output of export/export_onnx.py")
-    p.add_argument("--int8", type=_bool, default=False)
+    p.add_argument("--int8", type=str2bool, default=False)
     p.add_argument("--cuts", default=None, help="a lhotse cut manifest to decode and score (needs lhotse)")
     p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
     p.add_argument("--piece-seconds", type=float, default=0.1, help="audio fed per accept_waveform call")
     p.add_argument("--modes", default="", help="comma list of P,N (default: all exported)")
     p.add_argument("--max-utts", type=int, default=0, help="decode at most this many (0: all)")
     p.add_argument("--output", type=Path, default=None, help="write 'id<TAB>mode<TAB>text' lines here")
-    p.add_argument("--endpoint", type=_bool, default=False,
-                   help="cut each input into segments with endpoint rules (sherpa-onnx's defaults below)")
-    p.add_argument("--rule1-min-trailing-silence", type=float, default=2.4, help="seconds, no speech")
-    p.add_argument("--rule2-min-trailing-silence", type=float, default=1.2, help="seconds, after speech")
-    p.add_argument("--rule3-min-utterance-length", type=float, default=20.0, help="seconds")
-    p.add_argument("--timestamps", type=_bool, default=False,
+    add_endpoint_options(p, False, "each input")
+    p.add_argument("--timestamps", type=str2bool, default=False,
                    help="print one JSON line per segment with word and token times (both modes)")
     return p
-
-
-def _bool(s: str) -> bool:
-    if s.lower() in ("1", "true", "yes"):
-        return True
-    if s.lower() in ("0", "false", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
 
 
 def main(argv=None) -> None:
@@ -76,11 +53,10 @@ def main(argv=None) -> None:
     if not args.inputs and not args.cuts:
         sys.exit("give wav files / folders or --cuts")
     modes = [m for m in args.modes.split(",") if m] or None
-    endpoint = EndpointConfig.from_options(args.endpoint, args.rule1_min_trailing_silence,
-                                           args.rule2_min_trailing_silence, args.rule3_min_utterance_length)
+    endpoint = EndpointConfig.from_args(args)
     rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
                                        endpoint=endpoint)
-    items: List[Tuple[str, object]] = list(_wav_inputs(args.inputs))
+    items: List[Tuple[str, object]] = [(w.stem, w) for w in wav_files(args.inputs)]
     refs: Dict[str, Tuple[str, Optional[str]]] = {}
     if args.cuts:
         from lhotse import load_manifest_lazy

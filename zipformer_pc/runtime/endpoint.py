@@ -23,6 +23,8 @@ before the cut).
 
 from dataclasses import dataclass, field
 
+from zipformer_pc.options import str2bool
+
 
 @dataclass(frozen=True)
 class EndpointRule:
@@ -60,6 +62,12 @@ class EndpointConfig:
                    EndpointRule(True, rule2_min_trailing_silence, 0.0),
                    EndpointRule(False, 0.0, rule3_min_utterance_length), enabled)
 
+    @classmethod
+    def from_args(cls, args) -> "EndpointConfig":
+        """From the options of :func:`add_endpoint_options`."""
+        return cls.from_options(args.endpoint, args.rule1_min_trailing_silence, args.rule2_min_trailing_silence,
+                                args.rule3_min_utterance_length)
+
     def detected(self, segment_frames: int, trailing_blank_frames: int, has_speech: bool,
                  frame_seconds: float) -> bool:
         """Whether a segment of ``segment_frames`` encoder frames, whose last
@@ -70,3 +78,13 @@ class EndpointConfig:
             raise ValueError(f"trailing blanks {trailing_blank_frames} outside a segment of {segment_frames} frames")
         length, silence = segment_frames * frame_seconds, trailing_blank_frames * frame_seconds
         return any(r.fires(length, silence, has_speech) for r in (self.rule1, self.rule2, self.rule3))
+
+
+def add_endpoint_options(parser, enabled: bool, what: str) -> None:
+    """``--endpoint`` and sherpa-onnx's three rule options (its defaults), for the
+    command lines that cut ``what`` (e.g. "each input") into segments."""
+    parser.add_argument("--endpoint", type=str2bool, default=enabled,
+                        help=f"cut {what} into segments with endpoint rules (sherpa-onnx's defaults below)")
+    parser.add_argument("--rule1-min-trailing-silence", type=float, default=2.4, help="seconds, no speech")
+    parser.add_argument("--rule2-min-trailing-silence", type=float, default=1.2, help="seconds, after speech")
+    parser.add_argument("--rule3-min-utterance-length", type=float, default=20.0, help="seconds")

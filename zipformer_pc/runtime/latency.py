@@ -63,10 +63,9 @@ class Trace:
 
 
 def _displayed(rec, s) -> Dict[str, List[str]]:
-    segs = list(s.segments)
-    if not s.finished or any(h.tokens for h in s.hyps.values()):
-        segs.append(rec.current_segment(s))
-    return {m: t.split() for m, t in rec.transcript(segs).items() if m in s.hyps}
+    """The words shown per mode: the finished segments' text, then the current hypotheses'."""
+    texts = [seg.text for seg in s.segments] + [rec.get_result(s)]
+    return {m: " ".join(t.get(m, "") for t in texts).split() for m in s.hyps}
 
 
 def _final_word_ends(tokens: Sequence, frame_seconds: float) -> List[float]:

@@ -14,34 +14,23 @@ from pathlib import Path
 
 from aiohttp import web
 
-from zipformer_pc.runtime.endpoint import EndpointConfig
+from zipformer_pc.options import str2bool
+from zipformer_pc.runtime.endpoint import EndpointConfig, add_endpoint_options
 from zipformer_pc.runtime.recognizer import StreamingRecognizer
 from zipformer_pc.server.app import ServerConfig, create_app
-
-
-def _bool(s: str) -> bool:
-    if s.lower() in ("1", "true", "yes"):
-        return True
-    if s.lower() in ("0", "false", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
 
 
 def get_parser() -> argparse.ArgumentParser:
     d = ServerConfig()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, required=True, help="output of export/export_onnx.py")
-    p.add_argument("--int8", type=_bool, default=False, help="use the *.int8.onnx models")
+    p.add_argument("--int8", type=str2bool, default=False, help="use the *.int8.onnx models")
     p.add_argument("--host", default="0.0.0.0")
     p.add_argument("--port", type=int, default=6006)
     p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
     p.add_argument("--modes", default="", help="comma list of P,N to search (default: all exported)")
-    p.add_argument("--endpoint", type=_bool, default=True,
-                   help="cut each stream into segments with endpoint rules (sherpa-onnx's defaults below)")
-    p.add_argument("--rule1-min-trailing-silence", type=float, default=2.4, help="seconds, no speech")
-    p.add_argument("--rule2-min-trailing-silence", type=float, default=1.2, help="seconds, after speech")
-    p.add_argument("--rule3-min-utterance-length", type=float, default=20.0, help="seconds")
-    p.add_argument("--batch-encoder", type=_bool, default=None,
+    add_endpoint_options(p, True, "each stream")
+    p.add_argument("--batch-encoder", type=str2bool, default=None,
                    help="stack ready streams into one encoder call (default: true for fp32, false for int8, "
                         "whose per-call quantization would make results depend on batch-mates)")
     p.add_argument("--max-batch", type=int, default=d.max_batch, help="streams per encoder call")
@@ -63,8 +52,7 @@ def main(argv=None) -> None:
     cfg = ServerConfig(max_connections=args.max_connections, max_message_bytes=args.max_message_bytes,
                        idle_timeout=args.idle_timeout, max_batch=args.max_batch,
                        max_pending_seconds=args.max_pending_seconds, shutdown_timeout=args.shutdown_timeout)
-    endpoint = EndpointConfig.from_options(args.endpoint, args.rule1_min_trailing_silence,
-                                           args.rule2_min_trailing_silence, args.rule3_min_utterance_length)
+    endpoint = EndpointConfig.from_args(args)
     modes = [m for m in args.modes.split(",") if m] or None
     rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
                                        endpoint=endpoint, batch_encoder=args.batch_encoder)

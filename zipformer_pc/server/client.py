@@ -32,7 +32,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from zipformer_pc.modes import RUNTIME_ORDER
-from zipformer_pc.runtime.audio import read_wav
+from zipformer_pc.runtime.audio import read_wav, wav_files
 
 
 @dataclass
@@ -174,18 +174,6 @@ def percentiles(values: Sequence[float], qs=(50, 90, 99)) -> Dict[str, float]:
     return {f"p{q}": float(np.percentile(np.asarray(values), q)) for q in qs}
 
 
-def _wav_inputs(paths: Sequence[str]) -> List[Path]:
-    out: List[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            out += sorted(p.rglob("*.wav"))
-        elif p.exists():
-            out.append(p)
-        else:
-            raise FileNotFoundError(f"{p} does not exist")
-    return out
-
-
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", help="wav files or folders of wav files")
@@ -205,7 +193,7 @@ def _fmt(ps: Dict[str, float]) -> str:
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     items = []
-    for path in _wav_inputs(args.inputs):
+    for path in wav_files(args.inputs):
         try:
             samples, rate = read_wav(str(path))
         except (ValueError, OSError) as e:
