@@ -16,6 +16,9 @@
 #   --nj N                        parallel jobs [2]
 #   --seed N                      text selection, voices, subsets [42]
 #   --size default|tiny           synth corpus size preset [default]
+#   --voice-set default|wide      synth train voices: the 11 in-domain ones, or those plus ~570
+#                                 espeak-ng variants and wider prosody (local/synthesize.py);
+#                                 dev, test and test_ood keep theirs [default]
 #   --train-hours H               synth training speech, overrides the preset [preset]
 #   --test-utts N                 synth utterances in test and in test_ood, overrides the preset [preset]
 #   --vocab-size N                sentencepiece vocabulary [256 synth, 500 librispeech, 120 tiny]
@@ -50,6 +53,7 @@ dl_dir=download
 nj=2
 seed=42
 size=default
+voice_set=default
 train_hours=""
 test_utts=""
 vocab_size=""
@@ -71,6 +75,10 @@ case "$size" in
   default) dev_utts=150; preset_test=300; preset_hours=2.0; preset_vocab=256 ;;
   tiny) dev_utts=12; preset_test=12; preset_hours=0.06; preset_vocab=120 ;;
   *) echo "prepare.sh: --size must be default or tiny, not '$size'" >&2; exit 2 ;;
+esac
+case "$voice_set" in
+  default|wide) ;;
+  *) echo "prepare.sh: --voice-set must be default or wide, not '$voice_set'" >&2; exit 2 ;;
 esac
 [ -n "$train_hours" ] || train_hours=$preset_hours
 [ -n "$test_utts" ] || test_utts=$preset_test
@@ -118,10 +126,14 @@ if [ "$dataset" = synth ]; then
   fi
 
   opts="$opts nj=$nj"
+  # recorded only when not the default, so that existing corpora stay done
+  [ "$voice_set" = default ] || opts="$opts voice_set=$voice_set"
   if run_stage 1 speech "$opts"; then
     for split in $splits; do
       voices=train; [ "$split" = test_ood ] && voices=ood
-      python3 local/synthesize.py --text "$dir/text/$split.jsonl" --voices $voices --split "$split" \
+      # the wide voice set reads train only: dev, test and test_ood keep their voices (comparable metrics)
+      vset=default; [ "$split" = train ] && vset=$voice_set
+      python3 local/synthesize.py --text "$dir/text/$split.jsonl" --voices $voices --voice-set $vset --split "$split" \
         --audio-dir "$dir/audio/$split" --manifest-dir "$dir/manifests" --nj "$nj" --seed "$seed"
     done
     mark_done speech "$opts"

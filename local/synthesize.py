@@ -13,6 +13,21 @@ dev/test; ``ood``: held-out speakers), with random prosody: espeak-ng rate
 tempo (0.92..1.08).  Voice and prosody are drawn from ``--seed`` and the
 utterance id, so the result does not depend on ``--nj``.
 
+``--voice-set wide`` (with ``--voices train`` only; prepare.sh uses it for the
+train split) reads with tts.WIDE_VOICES instead: the in-domain voices plus
+~570 espeak-ng variants of the in-domain dialects and flite kal, 70% of the
+utterances by espeak-ng (tts.WIDE_ESPEAK_SHARE).  Its prosody is wider:
+espeak-ng rate +-15% and pitch +-25, a sox pitch shift of -400..+600 cents
+(sox ``pitch`` moves the formants too, which approximates other vocal tracts:
+flite and festival have only three male speakers) and tempo 0.85..1.15; then
+each of three mild sox effects with its own probability: a band limit (30%:
+high-pass 50..300 Hz, low-pass 3.4..7 kHz), one peaking EQ band (30%:
+300 Hz..4 kHz, +-6 dB) and a small-room reverb (20%: reverberance 10..40%);
+finally a level of -10..-1 dB full scale (sox ``gain -n``, which also prevents
+clipping).  The effects are recorded in ``custom["tts"]["sox_effects"]``.
+``--voice-set default`` gives the same voices, prosody and files as before
+the option existed.
+
 Audio: 16 kHz mono FLAC.  Manifests: ``synth_recordings_{split}.jsonl.gz`` and
 ``synth_supervisions_{split}.jsonl.gz``; each supervision carries N in
 ``text``, P in ``custom["text_p"]`` (see zipformer_pc.data.references), the
@@ -33,7 +48,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 # tts.py is this script's sibling: its folder is on sys.path when run as `python local/synthesize.py`
-from tts import OOD_VOICES, TRAIN_VOICES, Synthesizer, Voice, check_tools, voice_dict
+from tts import OOD_VOICES, TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES, Synthesizer, Voice, check_tools, voice_dict
 
 from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
 
@@ -55,7 +70,7 @@ def _render(job: Tuple[str, Dict, str]) -> Tuple[str, Optional[str]]:
         v = Voice(**params["voice"])
         assert _worker_synth is not None
         _worker_synth.render(v, params["text"], tmp, params["rate"], params["pitch"],
-                             params["sox_pitch_cents"], params["sox_tempo"])
+                             params["sox_pitch_cents"], params["sox_tempo"], params.get("sox_effects", ()))
         os.replace(tmp, out)
         return utt_id, None
     except Exception as e:  # logged and counted by the caller
@@ -64,28 +79,83 @@ def _render(job: Tuple[str, Dict, str]) -> Tuple[str, Optional[str]]:
         return utt_id, f"{type(e).__name__}: {str(e)[-300:]}"
 
 
-def prosody(utt_id: str, voices: List[Voice], seed: int) -> Dict:
-    """Voice and prosody for one utterance, a function of (seed, id) only."""
+# Prosody of each voice set: espeak rate factor range, espeak pitch offset
+# (+-), sox pitch shift range (cents), sox tempo range.
+PROSODY_RANGES = {
+    "default": {"rate": (0.9, 1.1), "pitch": 10, "cents": (-80, 80), "tempo": (0.92, 1.08)},
+    "wide": {"rate": (0.85, 1.15), "pitch": 25, "cents": (-400, 600), "tempo": (0.85, 1.15)},
+}
+
+
+def wide_effects(rng: random.Random) -> List[str]:
+    """The wide set's extra sox effects for one utterance (see the module docstring)."""
+    effects: List[str] = []
+    if rng.random() < 0.3:  # band limit, as by a cheap microphone or a phone line
+        effects += ["sinc", f"{rng.randint(50, 300)}-{rng.randint(3400, 7000)}"]
+    if rng.random() < 0.3:  # one peaking EQ band: a coloured microphone or room
+        freq = round(300 * (4000 / 300) ** rng.random())
+        effects += ["equalizer", str(freq), f"{rng.uniform(0.7, 2.0):.2f}q", f"{rng.uniform(-6, 6):.1f}"]
+    if rng.random() < 0.2:  # a small room: reverberance %, HF damping %, room scale %
+        effects += ["reverb", str(rng.randint(10, 40)), "50", str(rng.randint(20, 60))]
+    effects += ["gain", "-n", f"{rng.uniform(-10, -1):.1f}"]
+    return effects
+
+
+def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "default") -> Dict:
+    """Voice and prosody for one utterance, a function of (seed, id) only.
+
+    ``voice_set`` picks the ranges of PROSODY_RANGES; ``wide`` also draws the
+    engine family first (WIDE_ESPEAK_SHARE) and adds ``sox_effects``."""
     h = int.from_bytes(hashlib.sha256(f"{seed}:{utt_id}".encode()).digest()[:8], "little")
     rng = random.Random(h)
-    v = voices[rng.randrange(len(voices))]
+    r = PROSODY_RANGES[voice_set]
+    if voice_set == "wide":
+        espeak = [v for v in voices if v.engine == "espeak-ng"]
+        other = [v for v in voices if v.engine != "espeak-ng"]
+        use_espeak = rng.random() < WIDE_ESPEAK_SHARE
+        family = espeak if (use_espeak and espeak) or not other else other
+        v = family[rng.randrange(len(family))]
+    else:
+        v = voices[rng.randrange(len(voices))]
     rate = pitch = 0
     if v.engine == "espeak-ng":
-        rate = int(round(v.rate * rng.uniform(0.9, 1.1)))
-        pitch = max(0, min(99, v.pitch + rng.randint(-10, 10)))
-    return {
+        rate = int(round(v.rate * rng.uniform(*r["rate"])))
+        pitch = max(0, min(99, v.pitch + rng.randint(-r["pitch"], r["pitch"])))
+    params = {
         "voice": voice_dict(v),
         "rate": rate,
         "pitch": pitch,
-        "sox_pitch_cents": rng.randint(-80, 80),
-        "sox_tempo": round(rng.uniform(0.92, 1.08), 3),
+        "sox_pitch_cents": rng.randint(*r["cents"]),
+        "sox_tempo": round(rng.uniform(*r["tempo"]), 3),
     }
+    if voice_set == "wide":
+        params["sox_effects"] = wide_effects(rng)
+    return params
+
+
+def voice_pool(voices: str, voice_set: str) -> List[Voice]:
+    """The voices of ``--voices`` and ``--voice-set``."""
+    if voices == "ood":
+        if voice_set != "default":
+            raise ValueError("--voice-set wide is a training pool: the held-out voices have no wide set")
+        return OOD_VOICES
+    return WIDE_VOICES if voice_set == "wide" else TRAIN_VOICES
+
+
+def audio_path(audio_dir: Path, utt_id: str, params: Dict) -> Path:
+    """The audio file of one utterance: its name hashes ``params`` (text and
+    prosody), so a reused file always holds exactly this utterance (safe
+    resume after option changes)."""
+    digest = hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:10]
+    return audio_dir / f"{utt_id}-{digest}.flac"
 
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--text", required=True, help="Utterance text file (jsonl)")
     p.add_argument("--voices", choices=["train", "ood"], required=True)
+    p.add_argument("--voice-set", choices=["default", "wide"], default="default",
+                   help="Voices and prosody of --voices train: default (TRAIN_VOICES) or wide (WIDE_VOICES)")
     p.add_argument("--split", required=True, help="Split name used in manifest file names")
     p.add_argument("--audio-dir", required=True)
     p.add_argument("--manifest-dir", required=True)
@@ -100,7 +170,10 @@ def main() -> None:
     from lhotse import Recording, RecordingSet, SupervisionSegment, SupervisionSet
     from tqdm import tqdm
 
-    voices = TRAIN_VOICES if args.voices == "train" else OOD_VOICES
+    try:
+        voices = voice_pool(args.voices, args.voice_set)
+    except ValueError as e:
+        raise SystemExit(str(e))
     check_tools(voices)
     audio_dir = Path(args.audio_dir)
     audio_dir.mkdir(parents=True, exist_ok=True)
@@ -111,13 +184,10 @@ def main() -> None:
     jobs = []
     params_of = {}
     for u in utts:
-        params = prosody(u["id"], voices, args.seed)
+        params = prosody(u["id"], voices, args.seed, args.voice_set)
         params["text"] = u["tts_text"]
         params_of[u["id"]] = params
-        # The file name carries a hash of text and prosody, so a reused file
-        # always holds exactly this utterance (safe resume after option changes).
-        digest = hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:10]
-        params["audio"] = str(audio_dir / f"{u['id']}-{digest}.flac")
+        params["audio"] = str(audio_path(audio_dir, u["id"], params))
         jobs.append((u["id"], params, params["audio"]))
 
     failed: Dict[str, str] = {}
@@ -143,7 +213,8 @@ def main() -> None:
         params = params_of[u["id"]]
         refs = reference_fields(u["text_raw"], config=SYNTH_PUNCT)
         custom = dict(refs["custom"])
-        custom["tts"] = {k: params[k] for k in ("voice", "rate", "pitch", "sox_pitch_cents", "sox_tempo")}
+        custom["tts"] = {k: params[k] for k in ("voice", "rate", "pitch", "sox_pitch_cents", "sox_tempo", "sox_effects")
+                         if k in params}
         custom["source"] = u["source"]
         recordings.append(rec)
         supervisions.append(

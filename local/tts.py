@@ -7,11 +7,17 @@ Three engines:
 * festival diphone voices (kal, ked): raise the pitch on ``?``; one
   ``festival --pipe`` process per voice is kept alive (start-up costs ~0.5 s),
   with a handshake written to stderr after each command;
-* flite (kal16, awb, rms, slt): pauses at punctuation but renders ``?`` like
-  ``.``, which is realistic: not every speaker marks questions.
+* flite (kal, kal16, awb, rms, slt): pauses at punctuation but renders ``?``
+  like ``.``, which is realistic: not every speaker marks questions.
 
 Every voice output goes through sox to 16 kHz mono 16-bit FLAC, with an
-optional pitch shift (cents) and tempo factor for variety.
+optional pitch shift (cents) and tempo factor for variety, and for the wide
+voice set a few more sox effects (drawn by local/synthesize.py).
+
+Voice pools: ``TRAIN_VOICES`` (in-domain: train, dev, test), ``OOD_VOICES``
+(held out: test_ood only) and ``WIDE_VOICES`` (``--voice-set wide``, train
+only): the in-domain voices plus espeak-ng voice variants in the in-domain
+dialects and one more flite voice, built by ``wide_voices()``.
 """
 
 import os
@@ -19,7 +25,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 # Debian package providing each command, for error messages.
 APT_PACKAGE = {"espeak-ng": "espeak-ng", "festival": "festival festvox-kallpc16k festvox-kdlpc16k",
@@ -37,7 +43,10 @@ class Voice:
     pitch: int = 0  # espeak pitch 0..99 (0: engine default)
 
 
-# In-domain speakers: train, dev and test.
+# In-domain speakers: train, dev and test.  espeak-ng 1.51 ignores the variant
+# of "en-gb+X", so espk-gb-f2 and espk-gb-f4 read with the plain (male) en-gb
+# voice at their own rate and pitch; they stay so that corpora do not change
+# (WIDE_VOICES reads British English variants as "en+X").
 TRAIN_VOICES: List[Voice] = [
     Voice("espk-us-m1", "espeak-ng", "en-us+m1", 165, 45),
     Voice("espk-gb-f2", "espeak-ng", "en-gb+f2", 160, 60),
@@ -60,6 +69,69 @@ OOD_VOICES: List[Voice] = [
     Voice("flite-slt", "flite", "slt"),
     Voice("flite-rms", "flite", "rms"),
 ]
+
+
+# The wide training pool (--voice-set wide): more timbres for the same
+# in-domain accents, so that models learn the words rather than the voices.
+# espeak-ng 1.51 voice variants (files of espeak-ng-data/voices/!v, the name
+# after "+"), each checked to render speech with every dialect below
+# (tests/test_voices.py::test_every_wide_voice_renders_speech).  Left out:
+# whisper and whisperf (whispered: no voicing, unlike every test voice),
+# fast (an engine speed test, not a voice), caleb and klatt6 (render the
+# same samples as klatt).
+ESPEAK_VARIANTS: Tuple[str, ...] = (
+    "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "f1", "f2", "f3", "f4", "f5", "croak", "grandma", "grandpa",
+    "klatt", "klatt2", "klatt3", "klatt4", "klatt5",
+    "Alex", "Alicia", "Andrea", "Andy", "Annie", "AnxiousAndy", "Demonic", "Denis", "Diogo", "Gene", "Gene2",
+    "Henrique", "Hugo", "Jacky", "Lee", "Marco", "Mario", "Michael", "Mike", "Mr serious", "Nguyen",
+    "RicishayMax", "RicishayMax2", "RicishayMax3", "Storm", "Tweaky", "UniRobot", "adam", "anika", "anikaRobot",
+    "announcer", "antonio", "aunty", "belinda", "benjamin", "boris", "david", "ed", "edward", "edward2",
+    "gustave", "iven", "iven2", "iven3", "iven4", "john", "kaukovalta", "linda", "marcelo", "max", "michel",
+    "miguel", "norbert", "pablo", "paul", "pedro", "quincy", "rob", "robert", "robosoft", "robosoft2",
+    "robosoft3", "robosoft4", "robosoft5", "robosoft6", "robosoft7", "robosoft8", "sandro", "shelby", "steph",
+    "steph2", "steph3", "travis", "victor", "zac",
+)
+
+# The in-domain dialects (espeak voice, short name for speaker ids); never the
+# held-out en-gb-x-gbclan and en-gb-x-gbcwmd.  British English is "en" (the
+# same voice file as "en-gb"): espeak-ng 1.51 ignores the variant of
+# "en-gb+X" and reads every "en-gb+X" with the plain en-gb voice.
+WIDE_DIALECTS: Tuple[Tuple[str, str], ...] = (
+    ("en-us", "us"), ("en", "en"), ("en-gb-scotland", "scot"), ("en-029", "029"), ("en-us-nyc", "nyc"),
+    ("en-gb-x-rp", "rp"),
+)
+
+# Base espeak prosody of the generated voices (synthesize.py draws around it).
+WIDE_ESPEAK_RATE = 165
+WIDE_ESPEAK_PITCH = 50
+
+# Voices of the wide pool besides the in-domain ones and the espeak variants:
+# flite kal is the 8 kHz diphone voice (fest-kal, flite-kal16 and flite-awb
+# are in TRAIN_VOICES already).
+WIDE_EXTRA_VOICES: List[Voice] = [Voice("flite-kal", "flite", "kal")]
+
+# Share of the wide set's utterances read by espeak-ng voices (the rest by the
+# few flite and festival voices), close to the 8 in 11 of TRAIN_VOICES:
+# drawing uniformly over ~580 voices would leave flite and festival ~1%.
+WIDE_ESPEAK_SHARE = 0.7
+
+
+def wide_voices(variants: Sequence[str] = ESPEAK_VARIANTS,
+                dialects: Sequence[Tuple[str, str]] = WIDE_DIALECTS) -> List[Voice]:
+    """The wide pool: TRAIN_VOICES, every (dialect, variant) espeak voice not among
+    them (speaker ``espk-{short dialect}-{variant}``) and WIDE_EXTRA_VOICES."""
+    pool = list(TRAIN_VOICES)
+    known = {v.voice for v in pool}
+    for dialect, short in dialects:
+        for var in variants:
+            if f"{dialect}+{var}" not in known:
+                name = f"espk-{short}-{var.replace(' ', '_')}"
+                pool.append(Voice(name, "espeak-ng", f"{dialect}+{var}", WIDE_ESPEAK_RATE, WIDE_ESPEAK_PITCH))
+    pool += WIDE_EXTRA_VOICES
+    return pool
+
+
+WIDE_VOICES: List[Voice] = wide_voices()
 
 
 def check_tools(voices: List[Voice]) -> None:
@@ -122,8 +194,9 @@ class Synthesizer:
         self._festival: Dict[str, Festival] = {}
 
     def render(self, voice: Voice, text: str, out_flac: str, rate: int = 0, pitch: int = 0,
-               sox_pitch_cents: int = 0, sox_tempo: float = 1.0) -> None:
-        """Synthesize ``text`` into a 16 kHz mono FLAC file."""
+               sox_pitch_cents: int = 0, sox_tempo: float = 1.0, sox_effects: Sequence[str] = ()) -> None:
+        """Synthesize ``text`` into a 16 kHz mono FLAC file; ``sox_effects`` (sox
+        effect arguments) run after the pitch shift and the tempo change."""
         with tempfile.TemporaryDirectory(prefix="zpc_tts_") as tmp:
             raw = os.path.join(tmp, "raw.wav")
             if voice.engine == "espeak-ng":
@@ -147,6 +220,7 @@ class Synthesizer:
                 effects += ["pitch", str(sox_pitch_cents)]
             if abs(sox_tempo - 1.0) > 1e-3:
                 effects += ["tempo", "-s", f"{sox_tempo:.3f}"]
+            effects += list(sox_effects)
             # -R: repeatable dither (a fixed seed), so the same seed gives the same samples
             subprocess.run(["sox", "-q", "-R", raw, "-r", "16000", "-c", "1", "-b", "16", out_flac] + effects,
                            check=True, capture_output=True, timeout=120)
@@ -158,7 +232,7 @@ class Synthesizer:
 
 
 def voice_by_name(name: str) -> Optional[Voice]:
-    for v in TRAIN_VOICES + OOD_VOICES:
+    for v in TRAIN_VOICES + OOD_VOICES + WIDE_VOICES:
         if v.name == name:
             return v
     return None

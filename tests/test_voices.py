@@ -1,0 +1,358 @@
+"""The voice sets of the synthetic corpus (local/tts.py, local/synthesize.py --voice-set).
+
+``default`` must keep existing corpora as they are: the expected draws, file
+names and samples below were computed with the code before ``--voice-set``
+existed.  ``wide`` must never read with a held-out voice or dialect, must draw
+deterministically and over many voices, and its prosody must still give
+speech.  The check of every wide pool entry is slow (``-m slow``).
+"""
+
+import hashlib
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCAL = ROOT / "local"
+if str(LOCAL) not in sys.path:
+    sys.path.insert(0, str(LOCAL))
+
+tts = importlib.import_module("tts")
+synthesize = importlib.import_module("synthesize")
+
+HELD_OUT_DIALECTS = ("en-gb-x-gbclan", "en-gb-x-gbcwmd")
+HAVE_TOOLS = all(shutil.which(t) for t in ("espeak-ng", "flite", "festival", "sox"))
+needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="needs espeak-ng, flite, festival and sox")
+
+
+# ----------------------------------------------------------------- default: unchanged
+
+# (pool, seed, utterance id) -> (speaker, rate, pitch, sox cents, sox tempo, file name
+# digest for the text "Is it?"), from the code before --voice-set
+OLD_DRAWS = {
+    ("TRAIN_VOICES", 42, "train-000000"): ("espk-us-klatt2", 176, 54, 69, 0.977, "9e9677cb50"),
+    ("TRAIN_VOICES", 42, "train-000001"): ("espk-029-m4", 156, 55, -47, 0.986, "30ca31c856"),
+    ("TRAIN_VOICES", 42, "train-000123"): ("flite-kal16", 0, 0, 13, 0.946, "feaad8d346"),
+    ("TRAIN_VOICES", 42, "dev-000005"): ("fest-kal", 0, 0, 69, 1.04, "dffc2d0943"),
+    ("TRAIN_VOICES", 7, "train-000000"): ("flite-awb", 0, 0, 10, 0.927, "8ff41a63a1"),
+    ("TRAIN_VOICES", 7, "train-000123"): ("espk-rp-m7", 173, 33, 66, 1.016, "e3e449d4e8"),
+    ("TRAIN_VOICES", 7, "test_ood-000003"): ("espk-us-m1", 172, 46, -13, 0.923, "09a8da9832"),
+    ("OOD_VOICES", 42, "train-000001"): ("espk-wmid-m6", 171, 50, -47, 0.986, "238510340f"),
+    ("OOD_VOICES", 42, "test_ood-000003"): ("fest-ked", 0, 0, -48, 0.998, "8a6cf25de4"),
+    ("OOD_VOICES", 7, "train-000001"): ("flite-slt", 0, 0, 31, 0.993, "2a3ffca291"),
+    ("OOD_VOICES", 7, "test_ood-000003"): ("espk-lanc-f1", 167, 56, -13, 0.923, "336a6a3b67"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(OLD_DRAWS), ids=lambda k: "-".join(map(str, k)))
+def test_default_draws_and_file_names_are_unchanged(key, tmp_path):
+    pool_name, seed, utt_id = key
+    speaker, rate, pitch, cents, tempo, digest = OLD_DRAWS[key]
+    pool = getattr(tts, pool_name)
+    for p in (synthesize.prosody(utt_id, pool, seed), synthesize.prosody(utt_id, pool, seed, "default")):
+        assert set(p) == {"voice", "rate", "pitch", "sox_pitch_cents", "sox_tempo"}  # no new key
+        assert p["voice"] == tts.voice_dict(tts.voice_by_name(speaker))
+        assert (p["rate"], p["pitch"], p["sox_pitch_cents"], p["sox_tempo"]) == (rate, pitch, cents, tempo)
+        p["text"] = "Is it?"
+        assert synthesize.audio_path(tmp_path, utt_id, p) == tmp_path / f"{utt_id}-{digest}.flac"
+
+
+def test_default_pools_are_the_in_domain_and_held_out_voices():
+    assert synthesize.voice_pool("train", "default") is tts.TRAIN_VOICES
+    assert synthesize.voice_pool("ood", "default") is tts.OOD_VOICES
+    assert synthesize.voice_pool("train", "wide") is tts.WIDE_VOICES
+    with pytest.raises(ValueError, match="training pool"):
+        synthesize.voice_pool("ood", "wide")
+    assert synthesize.get_parser().parse_args(
+        ["--text", "t", "--voices", "train", "--split", "s", "--audio-dir", "a", "--manifest-dir", "m"]
+    ).voice_set == "default"
+
+
+# (utterance id, text) -> (file name, sha1 of the int16 samples), rendered by the code
+# before --voice-set with TRAIN_VOICES and seed 42 (espeak-ng 1.51, flite 2.2, festival 2.5, sox 14.4)
+OLD_AUDIO = {
+    ("train-000000", "Is it so, Mr. Darcy?"): ("train-000000-1e2c91f2cf.flac", "c0c4050e4f03d3c1"),
+    ("train-000123", "She smiled, and said nothing."): ("train-000123-9cb2e322f9.flac", "aa0be47484267898"),
+    ("dev-000005", "Well, then."): ("dev-000005-58875451f3.flac", "ed0c6c728e4c2091"),
+}
+
+
+@needs_tools
+def test_default_audio_is_unchanged(tmp_path):
+    """One utterance per engine (espeak-ng, flite, festival), rendered as synthesize.py does."""
+    import soundfile as sf
+
+    synth = tts.Synthesizer()
+    try:
+        for (utt_id, text), (name, sha) in OLD_AUDIO.items():
+            params = synthesize.prosody(utt_id, synthesize.voice_pool("train", "default"), 42, "default")
+            params["text"] = text
+            path = synthesize.audio_path(tmp_path, utt_id, params)
+            assert path.name == name
+            synth.render(tts.Voice(**params["voice"]), text, str(path), params["rate"], params["pitch"],
+                         params["sox_pitch_cents"], params["sox_tempo"], params.get("sox_effects", ()))
+            x, sr = sf.read(path, dtype="int16")
+            assert sr == 16000
+            assert hashlib.sha1(x.tobytes()).hexdigest()[:16] == sha, (name, params["voice"]["engine"])
+    finally:
+        synth.close()
+
+
+# ----------------------------------------------------------------- wide: the pool
+
+
+def _dialect(v):
+    return v.voice.split("+")[0]
+
+
+def test_wide_pool_never_holds_a_held_out_voice_or_dialect():
+    wide = tts.WIDE_VOICES
+    ood_names = {v.name for v in tts.OOD_VOICES}
+    ood_voices = {(v.engine, v.voice) for v in tts.OOD_VOICES}
+    assert len(wide) > 500
+    for v in wide:
+        assert v.name not in ood_names and (v.engine, v.voice) not in ood_voices, v
+        assert not any(d in v.voice for d in HELD_OUT_DIALECTS), v
+        assert "gbc" not in v.voice and v.voice not in ("ked_diphone", "slt", "rms"), v
+        assert v.engine in tts.APT_PACKAGE
+    # the in-domain dialects only, and every one of them
+    in_domain = {d for d, _ in tts.WIDE_DIALECTS}
+    espeak = [v for v in wide if v.engine == "espeak-ng"]
+    generated = [v for v in espeak if v not in tts.TRAIN_VOICES]
+    assert {_dialect(v) for v in generated} == in_domain
+    assert not in_domain & set(HELD_OUT_DIALECTS)
+    # espeak-ng 1.51 drops the variant of "en-gb+X": the generated British voices are "en+X"
+    assert not any(_dialect(v) == "en-gb" for v in generated)
+    assert len(generated) == len(tts.WIDE_DIALECTS) * len(tts.ESPEAK_VARIANTS) - 6  # 6 already in TRAIN_VOICES
+    for left_out in ("whisper", "whisperf", "fast", "caleb", "klatt6"):
+        assert left_out not in tts.ESPEAK_VARIANTS
+
+
+def test_wide_pool_extends_the_in_domain_pool():
+    wide = tts.WIDE_VOICES
+    assert wide[: len(tts.TRAIN_VOICES)] == tts.TRAIN_VOICES  # the same voices, rate and pitch
+    assert len({v.name for v in wide}) == len(wide)
+    assert len({(v.engine, v.voice) for v in wide}) == len(wide)
+    others = {(v.engine, v.voice) for v in wide if v.engine != "espeak-ng"}
+    assert others == {("festival", "kal_diphone"), ("flite", "kal16"), ("flite", "awb"), ("flite", "kal")}
+    for v in wide:
+        assert tts.voice_by_name(v.name) == v
+        if v.engine == "espeak-ng" and v not in tts.TRAIN_VOICES:
+            assert (v.rate, v.pitch) == (tts.WIDE_ESPEAK_RATE, tts.WIDE_ESPEAK_PITCH)
+    assert tts.wide_voices() == wide
+    assert tts.wide_voices(["m1"], [("en-us", "us")]) == tts.TRAIN_VOICES + tts.WIDE_EXTRA_VOICES
+
+
+@pytest.mark.skipif(not shutil.which("espeak-ng"), reason="needs espeak-ng")
+def test_wide_espeak_variants_change_the_voice_in_every_dialect():
+    """espeak-ng can ignore a variant (it reads "en-gb+f2" as plain "en-gb"): two
+    variants of each dialect of the pool must give different samples."""
+    def samples(voice):
+        cmd = ["espeak-ng", "-v", voice, "--stdout", "--", "Quite so."]
+        return subprocess.run(cmd, check=True, capture_output=True, timeout=60).stdout
+
+    names = {v.voice for v in tts.WIDE_VOICES}
+    for dialect, _ in tts.WIDE_DIALECTS:
+        a, b = f"{dialect}+Andy", f"{dialect}+f5"
+        assert a in names and b in names
+        assert samples(a) != samples(b), dialect
+        assert samples(a) != samples(dialect), dialect
+
+
+# ----------------------------------------------------------------- wide: the draws
+
+
+def _wide_draws(seed, n=3000):
+    return [synthesize.prosody(f"train-{i:06d}", tts.WIDE_VOICES, seed, "wide") for i in range(n)]
+
+
+def test_wide_draws_are_deterministic_and_spread():
+    draws = _wide_draws(42)
+    assert draws == _wide_draws(42)
+    assert draws != _wide_draws(43)
+    by_name = {v.name: v for v in tts.WIDE_VOICES}
+    voices = Counter(p["voice"]["name"] for p in draws)
+    assert len(voices) > 400  # of ~580 in 3000 draws
+    assert max(voices.values()) < 0.1 * len(draws)
+    engines = Counter(by_name[n].engine for n in voices.elements())
+    share = engines["espeak-ng"] / len(draws)
+    assert abs(share - tts.WIDE_ESPEAK_SHARE) < 0.04, share
+    assert {n for n in voices if by_name[n].engine != "espeak-ng"} == {
+        v.name for v in tts.WIDE_VOICES if v.engine != "espeak-ng"}
+    assert {_dialect(by_name[n]) for n in voices if by_name[n].engine == "espeak-ng"} >= {
+        d for d, _ in tts.WIDE_DIALECTS}
+    for p in draws:
+        assert p["voice"] == tts.voice_dict(by_name[p["voice"]["name"]])
+
+
+def test_wide_prosody_ranges_and_effects():
+    draws = _wide_draws(7)
+    cents = [p["sox_pitch_cents"] for p in draws]
+    tempo = [p["sox_tempo"] for p in draws]
+    assert -400 <= min(cents) < -350 and 550 < max(cents) <= 600
+    assert 0.85 <= min(tempo) < 0.87 and 1.13 < max(tempo) <= 1.15
+    used = Counter()
+    for p in draws:
+        v = tts.voice_by_name(p["voice"]["name"])
+        if v.engine == "espeak-ng":
+            assert round(v.rate * 0.85) <= p["rate"] <= round(v.rate * 1.15)
+            assert max(0, v.pitch - 25) <= p["pitch"] <= min(99, v.pitch + 25)
+        else:
+            assert p["rate"] == p["pitch"] == 0
+        fx = p["sox_effects"]
+        assert all(isinstance(x, str) for x in fx)
+        assert fx[-3:-1] == ["gain", "-n"] and -10 <= float(fx[-1]) <= -1
+        names = [x for x in fx if x.isalpha() and x not in ("gain",)]
+        assert len(names) == len(set(names)) and set(names) <= {"sinc", "equalizer", "reverb"}
+        used.update(names)
+        if "sinc" in fx:
+            hp, lp = map(int, fx[fx.index("sinc") + 1].split("-"))
+            assert 50 <= hp <= 300 and 3400 <= lp <= 7000
+        if "equalizer" in fx:
+            i = fx.index("equalizer")
+            assert 300 <= int(fx[i + 1]) <= 4000 and -6 <= float(fx[i + 3]) <= 6
+        if "reverb" in fx:
+            assert 10 <= int(fx[fx.index("reverb") + 1]) <= 40
+    n = len(draws)
+    assert abs(used["sinc"] / n - 0.3) < 0.04 and abs(used["equalizer"] / n - 0.3) < 0.04
+    assert abs(used["reverb"] / n - 0.2) < 0.04
+
+
+def _draw_with_every_effect(voice, min_cents=300):
+    """A wide draw for ``voice`` (a one-voice pool) with all three effects and a large pitch shift."""
+    for i in range(20000):
+        p = synthesize.prosody(f"probe-{i}", [voice], 42, "wide")
+        fx = p["sox_effects"]
+        if all(e in fx for e in ("sinc", "equalizer", "reverb")) and abs(p["sox_pitch_cents"]) >= min_cents:
+            return p
+    raise AssertionError("no such draw")
+
+
+@needs_tools
+@pytest.mark.parametrize("name", ["espk-scot-Andy", "flite-kal", "fest-kal"])
+def test_wide_prosody_renders_speech_per_engine(name, tmp_path):
+    import soundfile as sf
+
+    voice = tts.voice_by_name(name)
+    p = _draw_with_every_effect(voice)
+    text = "It is a truth universally acknowledged, is it not?"
+    synth = tts.Synthesizer()
+    try:
+        synth.render(voice, text, str(tmp_path / "wide.flac"), p["rate"], p["pitch"], p["sox_pitch_cents"],
+                     p["sox_tempo"], p["sox_effects"])
+        synth.render(voice, text, str(tmp_path / "plain.flac"), p["rate"], p["pitch"])
+    finally:
+        synth.close()
+    x, sr = sf.read(tmp_path / "wide.flac", dtype="float32")
+    plain, _ = sf.read(tmp_path / "plain.flac", dtype="float32")
+    info = sf.info(tmp_path / "wide.flac")
+    assert sr == 16000 and x.ndim == 1 and info.subtype == "PCM_16"
+    assert 1.5 < len(x) / sr < 8
+    # the tempo: duration follows 1 / tempo (reverb adds no tail)
+    assert abs(len(x) * p["sox_tempo"] / len(plain) - 1) < 0.08
+    # the last effect normalises the peak to the drawn level
+    level = float(p["sox_effects"][-1])
+    assert abs(20 * np.log10(np.abs(x).max()) - level) < 0.5
+    # speech, not silence: a good part of the 25 ms frames is loud
+    frames = x[: len(x) // 400 * 400].reshape(-1, 400)
+    db = 10 * np.log10((frames ** 2).mean(1) + 1e-12)
+    assert (db > level - 35).mean() > 0.4
+    assert np.sqrt((x ** 2).mean()) > 0.01
+
+
+# ----------------------------------------------------------------- prepare.sh
+
+
+def _fake_python(tmp_path):
+    """A venv whose python3 logs the synthesize.py command lines and runs anything else."""
+    log = tmp_path / "synth_calls.txt"
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    shim = venv / "bin" / "python3"
+    shim.write_text(
+        "#!/bin/bash\n"
+        f'if [ "$1" = local/synthesize.py ]; then echo "$*" >> {log}; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    shim.chmod(0o755)
+    return venv, log
+
+
+def _prepare_stage1(venv, data_dir, *extra):
+    env = dict(os.environ, ZPC_VENV=str(venv))
+    cmd = ["bash", "prepare.sh", "--size", "tiny", "--data-dir", str(data_dir), "--stage", "1", "--stop-stage", "1"]
+    return subprocess.run(cmd + list(extra), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
+    venv, log = _fake_python(tmp_path)
+    data = tmp_path / "data"
+    marker = data / "synth" / ".done.speech"
+
+    r = _prepare_stage1(venv, data, "--voice-set", "wide")
+    assert r.returncode == 0, r.stderr[-2000:]
+    calls = {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
+    assert sorted(calls) == ["dev", "test", "test_ood", "train"]
+    assert "--voices train --voice-set wide" in calls["train"]
+    for split in ("dev", "test"):
+        assert "--voices train --voice-set default" in calls[split]
+    assert "--voices ood --voice-set default" in calls["test_ood"]
+    assert marker.read_text().split()[-1] == "voice_set=wide"
+
+    # the default is not recorded: the marker of corpora made before the option stays valid
+    log.unlink()
+    r = _prepare_stage1(venv, data)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert marker.read_text() == "hours=0.06 dev=12 test=12 ood=12 seed=42 nj=2\n"
+    assert "--voices train --voice-set default --split train" in log.read_text()
+    log.unlink()
+    r = _prepare_stage1(venv, data, "--voice-set", "default")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Stage 1 (speech): already done with the same options, skipping" in r.stdout
+    assert not log.exists()
+
+
+def test_prepare_rejects_an_unknown_voice_set():
+    r = subprocess.run(["bash", "prepare.sh", "--voice-set", "huge"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2
+    assert "--voice-set must be default or wide" in r.stderr
+
+
+# ----------------------------------------------------------------- every wide voice (slow)
+
+
+@needs_tools
+@pytest.mark.slow
+def test_every_wide_voice_renders_speech(tmp_path):
+    """One sentence per entry of WIDE_VOICES with one wide prosody draw: no failure, no
+    silence (about 3 minutes on one core)."""
+    import soundfile as sf
+
+    bad = {}
+    synth = tts.Synthesizer()
+    try:
+        for v in tts.WIDE_VOICES:
+            p = synthesize.prosody(f"check-{v.name}", [v], 42, "wide")
+            out = tmp_path / "x.flac"
+            try:
+                synth.render(v, "Nobody could be more polite, said she.", str(out), p["rate"], p["pitch"],
+                             p["sox_pitch_cents"], p["sox_tempo"], p["sox_effects"])
+            except Exception as e:
+                bad[v.name] = f"{type(e).__name__}: {str(e)[-200:]}"
+                continue
+            x, sr = sf.read(out, dtype="float32")
+            frames = x[: len(x) // 400 * 400].reshape(-1, 400)
+            loud = (10 * np.log10((frames ** 2).mean(1) + 1e-12) > float(p["sox_effects"][-1]) - 35).mean()
+            if sr != 16000 or not 1.0 < len(x) / sr < 8 or loud < 0.4:
+                bad[v.name] = f"sr={sr} duration={len(x) / sr:.2f} loud={loud:.2f}"
+    finally:
+        synth.close()
+    assert not bad, bad
