@@ -22,6 +22,9 @@
 #   --train-hours H               synth training speech, overrides the preset [preset]
 #   --test-utts N                 synth utterances in test and in test_ood, overrides the preset [preset]
 #   --vocab-size N                sentencepiece vocabulary [256 synth, 500 librispeech, 120 tiny]
+#   --bpe-model FILE              use this trained tokenizer instead of training one (its size is the
+#                                 vocabulary), e.g. egs/synth/pretrained/bpe.model to fine-tune the
+#                                 shipped models [none]
 #   --speed-perturb true|false    add 0.9x/1.1x copies of train [false]
 #   --proportions LIST            punctuated proportions [1.0,0.5,0.35,0.2,0.05]
 #   --parts LIST                  LibriSpeech parts [dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500]
@@ -57,6 +60,7 @@ voice_set=default
 train_hours=""
 test_utts=""
 vocab_size=""
+bpe_model=""
 speed_perturb=false
 proportions=1.0,0.5,0.35,0.2,0.05
 parts=dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500
@@ -83,6 +87,11 @@ esac
 [ -n "$train_hours" ] || train_hours=$preset_hours
 [ -n "$test_utts" ] || test_utts=$preset_test
 ood_utts=$test_utts
+if [ -n "$bpe_model" ]; then
+  [ -f "$bpe_model" ] || { echo "prepare.sh: --bpe-model $bpe_model does not exist" >&2; exit 2; }
+  bpe_model=$(cd "$(dirname "$bpe_model")" && pwd)/$(basename "$bpe_model")
+  vocab_size=$(python3 -c "import sys, sentencepiece as s; print(s.SentencePieceProcessor(model_file=sys.argv[1]).get_piece_size())" "$bpe_model")
+fi
 if [ -z "$vocab_size" ]; then
   if [ "$dataset" = librispeech ]; then vocab_size=500; else vocab_size=$preset_vocab; fi
 fi
@@ -176,8 +185,13 @@ if [ ${#train_cuts[@]} -eq 0 ]; then
 fi
 
 opts="$(cat "$dir/.done.fbank" 2>/dev/null || true) vocab=$vocab_size"
+bpe_opts=()
+if [ -n "$bpe_model" ]; then
+  opts="$opts bpe_model=$(md5sum < "$bpe_model" | cut -c1-12)"
+  bpe_opts=(--bpe-model "$bpe_model")
+fi
 if run_stage 3 bpe "$opts"; then
-  python3 local/train_bpe.py --cuts "${train_cuts[@]}" --lang-dir "$bpe_dir" --vocab-size "$vocab_size"
+  python3 local/train_bpe.py --cuts "${train_cuts[@]}" --lang-dir "$bpe_dir" --vocab-size "$vocab_size" "${bpe_opts[@]}"
   mark_done bpe "$opts"
 fi
 

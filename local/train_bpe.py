@@ -11,10 +11,15 @@ Writes ``bpe.model``, ``tokens.txt`` (``piece id`` lines, icefall style) and
 The model is case-sensitive and splits punctuation into its own pieces; the
 script fails if a kept punctuation mark or a capital letter cannot be
 encoded without ``<unk>``.
+
+With ``--bpe-model FILE`` no tokenizer is trained: FILE (e.g. the shipped
+``egs/synth/pretrained/bpe.model``, so that fine-tuning from the shipped
+models keeps their token ids) is copied and checked the same way.
 """
 
 import argparse
 import logging
+import shutil
 from pathlib import Path
 
 from zipformer_pc.data.references import get_n, get_p
@@ -26,6 +31,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--lang-dir", required=True)
     p.add_argument("--vocab-size", type=int, default=500)
     p.add_argument("--model-type", default="unigram", choices=["unigram", "bpe"])
+    p.add_argument("--bpe-model", default=None,
+                   help="Use this trained sentencepiece model instead of training one (--vocab-size is then its size)")
     return p
 
 
@@ -55,6 +62,29 @@ def main() -> None:
         f.write(" ".join("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") + "\n")
     logging.info(f"Training text: {n_n} N lines and {n_p} P lines; marks seen: {' '.join(sorted(marks))}")
     prefix = lang_dir / "bpe"
+    if args.bpe_model:
+        if not Path(args.bpe_model).is_file():
+            raise SystemExit(f"--bpe-model {args.bpe_model} does not exist")
+        shutil.copyfile(args.bpe_model, str(prefix) + ".model")
+        logging.info(f"Using the tokenizer {args.bpe_model} (not training one)")
+    else:
+        train(text_path, prefix, args)
+    sp = spm.SentencePieceProcessor(model_file=str(prefix) + ".model")
+    if sp.piece_to_id("<blk>") != 0 or sp.piece_to_id("<sos/eos>") != 1 or sp.unk_id() != 2:
+        raise SystemExit(f"{prefix}.model does not have <blk> = 0, <sos/eos> = 1, <unk> = 2")
+    with open(lang_dir / "tokens.txt", "w", encoding="utf-8") as f:
+        for i in range(sp.get_piece_size()):
+            f.write(f"{sp.id_to_piece(i)} {i}\n")
+    probe = "Is it Quixote, XYZ? Yes, it is. " + " ".join(sorted(marks))
+    ids = sp.encode(probe)
+    if sp.unk_id() in ids:
+        raise SystemExit(f"The tokenizer maps part of {probe!r} to <unk>: {sp.encode(probe, out_type=str)}")
+    logging.info(f"Wrote {prefix}.model and {lang_dir / 'tokens.txt'} ({sp.get_piece_size()} pieces)")
+
+
+def train(text_path: Path, prefix: Path, args) -> None:
+    import sentencepiece as spm
+
     spm.SentencePieceTrainer.train(
         input=str(text_path),
         model_prefix=str(prefix),
@@ -71,16 +101,6 @@ def main() -> None:
         num_threads=1,  # deterministic output
         minloglevel=2,
     )
-    sp = spm.SentencePieceProcessor(model_file=str(prefix) + ".model")
-    assert sp.piece_to_id("<blk>") == 0 and sp.piece_to_id("<sos/eos>") == 1 and sp.unk_id() == 2
-    with open(lang_dir / "tokens.txt", "w", encoding="utf-8") as f:
-        for i in range(sp.get_piece_size()):
-            f.write(f"{sp.id_to_piece(i)} {i}\n")
-    probe = "Is it Quixote, XYZ? Yes, it is. " + " ".join(sorted(marks))
-    ids = sp.encode(probe)
-    if sp.unk_id() in ids:
-        raise SystemExit(f"The tokenizer maps part of {probe!r} to <unk>: {sp.encode(probe, out_type=str)}")
-    logging.info(f"Wrote {prefix}.model and {lang_dir / 'tokens.txt'} ({sp.get_piece_size()} pieces)")
 
 
 if __name__ == "__main__":

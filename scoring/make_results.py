@@ -59,13 +59,21 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", type=Path, required=True, help="the prepared dataset (for stats.md)")
     p.add_argument("--results-dir", type=Path, required=True, help="RESULTS.md and figures/ go here")
     p.add_argument("--decoding-method", default="greedy_search")
-    p.add_argument("--num-epochs", type=int, required=True)
-    p.add_argument("--avg", type=int, required=True)
+    p.add_argument("--checkpoint", default=None,
+                   help="the decoded weights, as in the recognition file names: iter-B-avg-A or epoch-E-avg-A "
+                        "[epoch-NUM_EPOCHS-avg-AVG]")
+    p.add_argument("--num-epochs", type=int, default=None, help="with --avg: --checkpoint epoch-E-avg-A")
+    p.add_argument("--avg", type=int, default=None)
+    p.add_argument("--training", default=None, help="how every system was trained, for the header "
+                   "[trained from scratch for NUM_EPOCHS epochs of at most MAX_DURATION s batches]")
     p.add_argument("--encoder", default="tiny")
     p.add_argument("--max-duration", default="")
     p.add_argument("--size", default="default")
     p.add_argument("--corpus", default="the embedded synthetic corpus", help="what was trained on, for the title")
-    p.add_argument("--seed", default="42")
+    p.add_argument("--seed", type=int, default=42, help="the first seed; seed S > SEED lives in EXP_DIR/NAME-seedS")
+    p.add_argument("--num-seeds", type=int, default=1,
+                   help="seeds of the Table III systems (cond_p among them): their rows show mean +- std over "
+                        "seeds and their significance marks pool the seeds' utterances")
     p.add_argument("--train-hours", default="", help="training speech per epoch, for the budget note")
     p.add_argument("--command", default="bash run.sh", help="the command that produced the runs")
     p.add_argument("--level", type=float, default=0.05, help="significance level")
@@ -106,10 +114,19 @@ def proportion(row: Dict[str, str]) -> Tuple[str, str]:
 
 
 class Outputs:
-    """The scored recognitions of one system on one test set (P and N modes)."""
+    """The scored recognitions of one system on one test set (P and N modes).
 
-    def __init__(self, n: Optional[CorpusScore], p: Optional[CorpusScore], source: str):
-        self.n, self.p, self.source = n, p, source
+    Over several runs (seeds), ``n`` and ``p`` pool the runs' utterances (ids
+    prefixed by the run's index, so two systems with the same seeds pair up in
+    the significance test) and ``runs`` holds each run's own scores."""
+
+    def __init__(self, triples: Dict[str, Optional[List[Tuple[str, str, str]]]], source: str,
+                 runs: Optional[List["Outputs"]] = None):
+        self.triples = triples
+        self.n = score_corpus(triples["N"]) if triples.get("N") else None
+        self.p = score_corpus(triples["P"]) if triples.get("P") else None
+        self.source = source
+        self.runs = runs or [self]
 
     def summary(self) -> Dict[str, Optional[float]]:
         out: Dict[str, Optional[float]] = {k: None for _, k in MAIN_COLUMNS}
@@ -118,20 +135,43 @@ class Outputs:
         out["wer"] = self.n.summary()["wer"] if self.n is not None else None  # type: ignore[assignment]
         return out
 
+    def mean_std(self, key: str) -> Optional[Tuple[float, float, int]]:
+        """(mean, sample standard deviation, runs) of a metric over the runs."""
+        vals = [v for v in (r.summary()[key] for r in self.runs) if v is not None]
+        if not vals:
+            return None
+        mean = sum(vals) / len(vals)
+        var = sum((v - mean) ** 2 for v in vals) / (len(vals) - 1) if len(vals) > 1 else 0.0
+        return mean, var ** 0.5, len(vals)
 
-def find_recogs(dec_dir: Path, test: str, mode: str, cascade: bool) -> Optional[Path]:
-    """The newest ``recogs-TEST-MODE-*`` file (cascade outputs end in ``-cascade``)."""
-    cands = [p for p in dec_dir.glob(f"recogs-{test}-{mode}-*.txt") if p.stem.endswith("-cascade") == cascade]
+
+def pooled(runs: List[Outputs]) -> Outputs:
+    """One Outputs over several runs: utterance ids become ``sK/ID`` (K: the run's index)."""
+    if len(runs) == 1:
+        return runs[0]
+    triples: Dict[str, Optional[List[Tuple[str, str, str]]]] = {}
+    for mode in ("N", "P"):
+        got = [r.triples.get(mode) for r in runs]
+        triples[mode] = None if any(t is None for t in got) else [
+            (f"s{k}/{u}", ref, hyp) for k, t in enumerate(got) for u, ref, hyp in t]  # type: ignore[union-attr]
+    return Outputs(triples, "; ".join(r.source for r in runs), runs=runs)
+
+
+def find_recogs(dec_dir: Path, test: str, mode: str, cascade: bool, checkpoint: Optional[str] = None) -> Optional[Path]:
+    """The newest ``recogs-TEST-MODE-*`` file of the decoded weights ``checkpoint`` (any when None;
+    cascade outputs end in ``-cascade``)."""
+    cands = [p for p in dec_dir.glob(f"recogs-{test}-{mode}-*.txt") if p.stem.endswith("-cascade") == cascade
+             and (checkpoint is None or f"-{checkpoint}-" in p.name)]
     return max(cands, key=lambda p: p.stat().st_mtime) if cands else None
 
 
-def load_outputs(exp_dir: Path, name: str, method: str, test: str, cascade: bool = False) -> Optional[Outputs]:
+def load_outputs(exp_dir: Path, name: str, method: str, test: str, cascade: bool = False,
+                 checkpoint: Optional[str] = None) -> Optional[Outputs]:
     dec_dir = exp_dir / name / method
-    scores: Dict[str, Optional[CorpusScore]] = {}
+    triples: Dict[str, Optional[List[Tuple[str, str, str]]]] = {"N": None, "P": None}
     sources = []
     for mode in ("N", "P"):
-        path = find_recogs(dec_dir, test, mode, cascade)
-        scores[mode] = None
+        path = find_recogs(dec_dir, test, mode, cascade, checkpoint)
         if path is None:
             continue
         try:
@@ -140,20 +180,34 @@ def load_outputs(exp_dir: Path, name: str, method: str, test: str, cascade: bool
         except (TranscriptError, OSError) as e:
             logging.warning(f"{path}: {e}; skipped")
             continue
-        scores[mode] = score_corpus(pair_transcripts(refs, hyps).triples)
+        triples[mode] = list(pair_transcripts(refs, hyps).triples)
         sources.append(path.name)
-    if scores["N"] is None and scores["P"] is None:
+    if triples["N"] is None and triples["P"] is None:
         return None
-    return Outputs(scores["N"], scores["P"], ", ".join(sources))
+    return Outputs(triples, ", ".join(sources))
 
 
-def identical_output_groups(exp_dir: Path, names: List[str], method: str, test: str) -> List[List[str]]:
+def decoded_weights(exp_dir: Path, name: str, method: str, test: str, checkpoint: Optional[str]) -> Optional[str]:
+    """What decoding averaged (``averaged`` of its wer-summary file), e.g. batches 121..240."""
+    for mode in ("P", "N"):
+        cands = [p for p in (exp_dir / name / method).glob(f"wer-summary-{test}-{mode}-*.json")
+                 if checkpoint is None or f"-{checkpoint}-" in p.name]
+        for path in sorted(cands, key=lambda p: p.stat().st_mtime, reverse=True):
+            try:
+                return str(json.loads(path.read_text())["averaged"])
+            except (OSError, ValueError, KeyError):
+                continue
+    return None
+
+
+def identical_output_groups(exp_dir: Path, names: List[str], method: str, test: str,
+                            checkpoint: Optional[str] = None) -> List[List[str]]:
     """Groups (of two or more) of systems whose N and P transcripts on ``test`` are identical."""
     by_output: Dict[Tuple[str, ...], List[str]] = {}
     for name in names:
         key: List[str] = []
         for mode in ("N", "P"):
-            path = find_recogs(exp_dir / name / method, test, mode, cascade=False)
+            path = find_recogs(exp_dir / name / method, test, mode, cascade=False, checkpoint=checkpoint)
             if path is None:
                 key.append("")
                 continue
@@ -254,8 +308,14 @@ def sig_marks(a: Optional[Outputs], ref: Optional[Outputs], level: float) -> Dic
 
 
 def metrics_row(label: str, out: Optional[Outputs], extra: List[str], marks: Dict[str, str]) -> str:
+    """A table row; over several runs each cell is ``mean ± std`` of the runs' figures."""
     if out is None:
         cells = ["-"] * len(MAIN_COLUMNS)
+    elif len(out.runs) > 1:
+        cells = []
+        for _, k in MAIN_COLUMNS:
+            ms = out.mean_std(k)
+            cells.append("-" if ms is None else f"{ms[0]:.2f} ± {ms[1]:.2f}" + marks.get(k, ""))
     else:
         s = out.summary()
         cells = [fmt(s[k]) + marks.get(k, "") for _, k in MAIN_COLUMNS]
@@ -276,11 +336,24 @@ def main() -> None:
     method = args.decoding_method
     missing: List[str] = []
 
+    checkpoint = args.checkpoint
+    if checkpoint is None and args.num_epochs is not None and args.avg is not None:
+        checkpoint = f"epoch-{args.num_epochs}-avg-{args.avg}"
+
+    def runs_of(name: str) -> List[str]:
+        """The runs of a system: one per seed for the Table III systems."""
+        k = args.num_seeds if "III" in systems[name]["tables"] else 1
+        return [name] + [f"{name}-seed{args.seed + i}" for i in range(1, k)]
+
     def get(name: str, test: str, cascade: bool = False) -> Optional[Outputs]:
-        out = load_outputs(args.exp_dir, name, method, test, cascade)
-        if out is None:
-            missing.append(f"{name}{' (cascade)' if cascade else ''} on {test}")
-        return out
+        outs = []
+        for run in runs_of(name):
+            out = load_outputs(args.exp_dir, run, method, test, cascade, checkpoint)
+            if out is None:
+                missing.append(f"{run}{' (cascade)' if cascade else ''} on {test}")
+            else:
+                outs.append(out)
+        return pooled(outs) if outs else None
 
     rtf: Dict[str, float] = {}
     rtf_path = args.exp_dir / "rtf.json"
@@ -302,9 +375,14 @@ def main() -> None:
     w(f"Wall time of the run: {total / 60:.1f} min"
       + (" (" + ", ".join(f"stage {s} {desc}: {t / 60:.1f} min" for s, t, desc in timing) + ")." if timing else "."))
     w("")
-    w(f"Every model: streaming Zipformer transducer, encoder `{args.encoder}`, trained from scratch for "
-      f"{args.num_epochs} epoch(s) (max duration {args.max_duration} s per batch, seed {args.seed}), decoded "
-      f"with `--epoch {args.num_epochs} --avg {args.avg}`, {method.replace('_', ' ')}, simulated streaming "
+    training = args.training or (f"trained from scratch for {args.num_epochs} epoch(s) of at most "
+                                 f"{args.max_duration} s batches")
+    averaged = decoded_weights(args.exp_dir, REFERENCE, method, test_sets[0][0], checkpoint)
+    seeds = (f"seeds {args.seed}..{args.seed + args.num_seeds - 1} for the Table III systems (cond_p among them), "
+             f"{args.seed} for the others" if args.num_seeds > 1 else f"seed {args.seed}")
+    w(f"Every model: streaming Zipformer transducer, encoder `{args.encoder}`, {training}, {seeds}; decoded "
+      f"with the weights `{checkpoint or 'newest'}`"
+      + (f" ({REFERENCE}: {averaged})" if averaged else "") + f", {method.replace('_', ' ')}, simulated streaming "
       "(chunk 32 frames, left context 128 frames: what the exported streaming model computes). WER comes from "
       "the N output, PuncER / CaseER / PC-WER / PER / WER-C / WER-PC from the P output (metrics: "
       "`zipformer_pc.metrics`, as defined in the README). `*`: significantly different from the table's "
@@ -315,20 +393,22 @@ def main() -> None:
     # ---------------------------------------------------------- budget note
     wers = []
     for name in (s["name"] for s in in_table["I"] if s["rtf"] != "-"):
-        out = load_outputs(args.exp_dir, name, method, test_sets[0][0])
+        out = load_outputs(args.exp_dir, name, method, test_sets[0][0], checkpoint=checkpoint)
         if out is not None and out.summary()["wer"] is not None:
             wers.append(out.summary()["wer"])
-    hours = f"{float(args.train_hours) * args.num_epochs:.2f} h of speech" if args.train_hours else None
+    hours = (f"{float(args.train_hours) * args.num_epochs:.2f} h of speech"
+             if args.train_hours and args.num_epochs else None)
     if wers and min(wers) > 80.0:
         w(f"**Read this first.** Each model saw {hours or 'little speech'} in training; at this budget none has yet "
           f"learned to transcribe (the best Table I WER is {min(wers):.1f}%). The tables show that every stage of the "
           "recipe runs and how each configuration is scored, not how the methods compare: for that, train longer "
-          "(`--num-epochs`, `--train-hours`; see the README).")
+          "(the recipe's budget options: `--num-batches` or `--num-epochs`, `--train-hours`).")
         w("")
     elif hours:
         w(f"Each model saw {hours} in training.")
         w("")
-    same = identical_output_groups(args.exp_dir, list(systems), method, test_sets[0][0])
+    same = identical_output_groups(args.exp_dir, [r for n in systems for r in runs_of(n)], method,
+                                   test_sets[0][0], checkpoint)
     if same:
         w(f"Systems whose transcripts on `{test_sets[0][0]}` are identical, in both modes, hence equal rows: "
           + "; ".join(" = ".join(g) for g in same) + ". They were trained separately (their weights differ); "
@@ -381,6 +461,28 @@ def main() -> None:
             rows.append(metrics_row(name, out, [f, kind], sig_marks(out, ref, args.level)))
         lines.extend(table(["proportion", "split"], rows))
         w("")
+
+    # the paper's question: what does little punctuated data cost?  Its Table III goes from
+    # PC-WER 9.32 at proportion 0.5 to 11.46 at 0.05 (+2.14; the abstract says +2.42)
+    test0 = test_sets[0][0]
+    base_f = "0.5" if prop_scores.get((test0, "0.5", "fixed")) is not None else "1"
+    base, low = prop_scores.get((test0, base_f, "fixed")), prop_scores.get((test0, "0.05", "fixed"))
+    if base is not None and low is not None and base.p is not None and low.p is not None:
+        a, b = base.mean_std("pc_wer"), low.mean_std("pc_wer")
+        if a is not None and b is not None:
+            d = b[0] - a[0]
+            try:
+                sig: Optional[bool] = bool(compare_systems(low.p, base.p, args.level)["pc_wer"]["significant"])
+            except ValueError:
+                sig = None
+            verdict = "larger than" if d > 2.14 * 1.5 else "smaller than" if d < 2.14 / 1.5 else "close to"
+            w(f"**What little punctuated data costs** (`{test0}`, fixed subsets): P references for 5% of the cuts "
+              f"instead of {float(base_f):.0%} change PC-WER by {d:+.2f} points ({a[0]:.2f} → {b[0]:.2f}"
+              + (f", means over {min(a[2], b[2])} seeds" if min(a[2], b[2]) > 1 else "") + "; "
+              + ("significant" if sig else "not significant" if sig is False else "significance not computed")
+              + f" at p < {args.level}). The paper's Table III goes from 9.32 at 0.5 to 11.46 at 0.05 on "
+              f"LibriSpeech test-clean (+2.14; its abstract quotes +2.42): our increase is {verdict} that.")
+            w("")
 
     # ------------------------------------------------------- alpha sweep
     w("## Alpha: `(1 - alpha) L_N + alpha L_P` (conditioned, P+N)")
@@ -478,15 +580,18 @@ def make_figures(results_dir: Path, prop_scores, proportions: List[str], tests: 
     for ax, (label, key) in zip(axes, (("PC-WER", "pc_wer"), ("PuncER", "punc_er"), ("CaseER", "case_er"))):
         for test in tests:
             for kind, style in (("fixed", "-o"), ("random", "--s")):
-                xs, ys = [], []
+                xs, ys, errs = [], [], []
                 for f in proportions:
                     out = prop_scores.get((test, f, "fixed" if f == "1" else kind))
-                    v = out.summary()[key] if out is not None else None
-                    if v is not None:
+                    ms = out.mean_std(key) if out is not None else None
+                    if ms is not None:
                         xs.append(float(f))
-                        ys.append(v)
+                        ys.append(ms[0])
+                        errs.append(ms[1])
                 if xs:
-                    ax.plot(xs, ys, style, label=f"{test}, {kind}")
+                    # error bars: the standard deviation over seeds (none with one seed)
+                    ax.errorbar(xs, ys, yerr=errs if any(errs) else None, fmt=style, capsize=3,
+                                label=f"{test}, {kind}")
                     plotted = True
         ax.set_xscale("log")
         ax.set_xticks([float(f) for f in proportions])

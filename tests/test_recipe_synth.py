@@ -1,6 +1,7 @@
 """egs/synth/run.sh: option checks, and the quick recipe end to end on the tiny corpus."""
 
 import csv
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,11 @@ def test_help_lists_the_stages():
     "args, message",
     [
         (["--systems", "cond_p,nonsense"], "unknown system 'nonsense'"),
-        (["--avg", "5", "--num-epochs", "2"], "--avg (5) must not exceed --num-epochs (2)"),
+        (["--avg", "5"], "--avg must be 1, 2, 3 or 4"),
+        (["--num-batches", "2"], "--num-batches must be a number >= 4"),
+        (["--num-seeds", "0"], "--num-seeds must be a number >= 1"),
+        (["--from-scratch", "true", "--freeze-encoder", "true"], "--freeze-encoder true needs a trained encoder"),
+        (["--init-dir", "/nonexistent"], "/nonexistent/norm.pt is missing"),
         (["--quick", "maybe"], "--quick must be true or false"),
         (["--no-such-option", "1"], "unknown option --no-such-option"),
     ],
@@ -38,21 +43,38 @@ def test_bad_options_fail_before_any_work(tmp_path, args, message):
     assert not (tmp_path / "data").exists()
 
 
+def own_corpus(tiny_corpus: Path, tmp_path: Path) -> Path:
+    """A copy of the session's tiny corpus: the recipe adds the shipped tokenizer to it (stage 0)."""
+    data = tmp_path / "data"
+    shutil.copytree(tiny_corpus.parent, data)
+    return data
+
+
 @pytest.mark.slow
 def test_quick_recipe_end_to_end_and_rerun_skips_finished_work(tiny_corpus, tmp_path):
     exp = tmp_path / "exp"
     systems = "punct_p,norm,cond_p,cond_p0.2,cond_rand0.2"
-    args = ["--quick", "true", "--data-dir", str(tiny_corpus.parent), "--exp-dir", str(exp), "--systems", systems]
+    args = ["--quick", "true", "--data-dir", str(own_corpus(tiny_corpus, tmp_path)), "--exp-dir", str(exp),
+            "--systems", systems, "--num-seeds", "2"]
     r = run(args, timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
-    # the plan the run followed (egs/systems.tsv) lists every system; the run trained the selected ones
+    # the plan the run followed (egs/systems.tsv) lists every system; the run trained the selected ones,
+    # the proportion systems (cond_p among them) with two seeds
     with open(exp / "systems.tsv") as f:
         registry = {row["name"]: row for row in csv.DictReader((x for x in f if not x.startswith("#")), delimiter="\t")}
     assert len(registry) == 17
-    for name in systems.split(","):
-        assert (exp / name / "epoch-1.pt").is_file(), name
-    assert not (exp / "twodec_p").exists()
+    runs = systems.split(",") + ["cond_p-seed43", "cond_p0.2-seed43", "cond_rand0.2-seed43"]
+    for name in runs:
+        assert (exp / name / "checkpoint-8.pt").is_file(), name
+    assert not (exp / "twodec_p").exists() and not (exp / "norm-seed43").exists()
+    # every system fine-tunes the shipped norm model with the shipped tokenizer, on the cached outputs
+    # of its frozen encoder (computed once)
+    cmd = (exp / "cond_p-seed43" / "train_cmd.txt").read_text()
+    assert "--init-from egs/synth/pretrained/norm.pt" in cmd and "--freeze-encoder true" in cmd
+    assert "--seed 43" in cmd and "lang_bpe_256/bpe.model" in cmd
+    assert f"--encoder-cache {exp}/encoder_cache-norm.pt" in cmd
+    assert r.stdout.count("Encoder outputs of the frozen") == 1
     # the P/N split of each Table III system reaches train.py
     cmd_rand = (exp / "cond_rand0.2" / "train_cmd.txt").read_text()
     cmd_fixed = (exp / "cond_p0.2" / "train_cmd.txt").read_text()
@@ -80,8 +102,15 @@ def test_quick_recipe_end_to_end_and_rerun_skips_finished_work(tiny_corpus, tmp_
     cells = [c.strip() for c in cond_row.strip("|").split("|")]
     assert cells[1] == "P+N" and cells[2].endswith("M")
     float(cells[3])  # the ONNX RTF
-    float(cells[4].rstrip("*"))  # WER
+    # WER of cond_p, mean ± std over its two seeds: fine-tuned from the shipped model, it transcribes
+    mean, pm, std = cells[4].rstrip("*").split()
+    assert pm == "±" and float(mean) < 40 and float(std) >= 0
     assert "twodec_p on test" in md.split("## Missing outputs")[1]
+    # the header says how the systems were trained and which weights were decoded
+    assert "fine-tuned from egs/synth/pretrained/norm.pt (encoder frozen" in md
+    assert "`iter-8-avg-2` (cond_p: mean of the weights after each of batches 5..8)" in md
+    # seeds: mean +- std on the Table III rows
+    assert " ± " in next(line for line in md[md.index("## Table III"):].splitlines() if line.startswith("| cond_p0.2 |"))
     assert (exp / "figures" / "proportion.png").is_file()
     assert not (ROOT / "egs" / "synth" / "RESULTS.md").read_text().startswith("# Results: quick run") \
         if (ROOT / "egs" / "synth" / "RESULTS.md").exists() else True
@@ -93,7 +122,7 @@ def test_quick_recipe_end_to_end_and_rerun_skips_finished_work(tiny_corpus, tmp_
     # a second run redoes nothing expensive
     r2 = run(args + ["--stop-stage", "5"], timeout=900)
     assert r2.returncode == 0, r2.stderr[-3000:]
-    for name in systems.split(","):
+    for name in runs:
         assert f"{name}: already trained" in r2.stdout
         assert f"{name}: already decoded" in r2.stdout
     assert "norm_cascade: already decoded" in r2.stdout
@@ -102,15 +131,15 @@ def test_quick_recipe_end_to_end_and_rerun_skips_finished_work(tiny_corpus, tmp_
 
 
 @pytest.mark.slow
-def test_interrupted_training_resumes_from_the_last_epoch(tiny_corpus, tmp_path):
-    """A system with epoch-1.pt of 2 epochs restarts at epoch 2 (--start-epoch 2)."""
+def test_interrupted_training_resumes_from_its_newest_checkpoint(tiny_corpus, tmp_path):
+    """A system trained for 4 batches continues from checkpoint-4.pt when the budget grows to 8."""
     exp = tmp_path / "exp"
-    args = ["--quick", "true", "--data-dir", str(tiny_corpus.parent), "--exp-dir", str(exp),
-            "--systems", "norm", "--stage", "1", "--stop-stage", "1"]
-    r = run(args + ["--num-epochs", "1"], timeout=900)
+    args = ["--quick", "true", "--data-dir", str(own_corpus(tiny_corpus, tmp_path)), "--exp-dir", str(exp),
+            "--systems", "norm", "--stage", "0", "--stop-stage", "1"]
+    r = run(args + ["--num-batches", "4"], timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    r = run(args + ["--num-epochs", "2"], timeout=900)
+    r = run(args + ["--num-batches", "8"], timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "training of norm (epochs 2..2)" in r.stdout
-    assert "--start-epoch 2" in (exp / "norm" / "train_cmd.txt").read_text()
-    assert (exp / "norm" / "epoch-2.pt").is_file()
+    assert "training of norm (4..8 batches)" in r.stdout
+    assert "--start-batch 4" in (exp / "norm" / "train_cmd.txt").read_text()
+    assert (exp / "norm" / "checkpoint-8.pt").is_file()

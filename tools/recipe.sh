@@ -58,7 +58,6 @@ train_options() {
   local o=(--model-type "$model_type" --alpha "$alpha")
   case "$refs" in "P'"*) o+=(--use-auto-punct true) ;; esac
   [ "$punct_proportion" = - ] || o+=(--punct-proportion "$punct_proportion")
-  [ "$init" = - ] || o+=(--init-from "$init")
   echo "${o[*]}"
 }
 

@@ -4,31 +4,53 @@
 # RTF and egs/synth/RESULTS.md.
 #
 # Usage (from the project root; ./run.sh sets up the environment first):
-#   bash run.sh                                   # everything, about an hour on 2 CPU cores
-#   bash run.sh --quick true                      # tiny corpus and short training: a few minutes
+#   bash run.sh                                   # everything, within an hour on 2 CPU cores
+#   bash run.sh --quick true                      # tiny corpus and a few batches: a few minutes
 #   bash egs/synth/run.sh --stage 4 --stop-stage 6          # decode, export, tables again
 #   bash egs/synth/run.sh --systems cond_p,norm --stage 1   # a subset of the systems
+#   bash egs/synth/run.sh --num-batches 2000 --num-seeds 3 --exp-dir ~/exp_long --publish true
+#                                                 # the long run behind the committed RESULTS.md
+#
+# Protocol: every system starts from the shipped normalized model
+# ($init_dir/norm.pt: encoder, predictor and joiner; new tokens, the P mode
+# and a second decoder's weights start as the N decoder's or fresh) and is
+# fine-tuned on its own data for --num-batches batches: the realistic setting
+# of the paper (a normalized ASR exists, punctuated data is scarce) at a CPU
+# budget.  By default the encoder stays frozen (the heads learn; a step costs
+# a third); --freeze-encoder false fine-tunes everything, --from-scratch true
+# is the papers' protocol (random start, the corpus's own tokenizer; GPUs).
 #
 # Options (defaults in brackets):
 #   --stage N --stop-stage M   stages to run [0 .. 6]
-#   --quick true|false         tiny corpus, 1 epoch, results under EXP_DIR only [false]
+#   --quick true|false         tiny corpus, a few batches, for tests [false]
 #   --data-dir DIR             prepared data [data]
 #   --exp-dir DIR              experiments [egs/synth/exp]
-#   --results-dir DIR          where RESULTS.md and figures/ go [egs/synth; EXP_DIR with --quick]
+#   --publish true|false       write RESULTS.md and figures/ to egs/synth (the committed results) [false:
+#                              EXP_DIR]
+#   --results-dir DIR          where RESULTS.md and figures/ go, overrides --publish
 #   --systems LIST             systems to train/decode (names below) [all]
-#   --train-hours H            training speech synthesized by prepare.sh [0.4; --quick: tiny preset]
-#   --test-utts N              utterances in test and in test_ood [100; --quick: tiny preset]
-#   --encoder NAME             encoder config [tiny]
-#   --num-epochs N --avg A     training epochs, checkpoints averaged for decoding [size preset]
-#   --max-duration S           seconds of audio per training batch [size preset]
+#   --train-hours H            training speech synthesized by prepare.sh [size preset]
+#   --test-utts N              utterances in test and in test_ood [size preset]
+#   --from-scratch true|false  random initialisation and the corpus's own tokenizer [false]
+#   --init-dir DIR             the models fine-tuning starts from (norm.pt, bpe.model) [egs/synth/pretrained]
+#   --freeze-encoder true|false  fine-tune the predictor/joiner only [true; false with --from-scratch]
+#   --num-batches N            training batches per system (the budget) [size preset]
+#   --avg A                    decoding averages the weights over the last A of the 4 checkpoint
+#                              intervals of each run [2]
+#   --max-duration S           seconds of audio per training batch [60]
+#   --base-lr LR               peak learning rate [size preset]
+#   --num-seeds K              train the proportion systems (Table III and cond_p) with K seeds:
+#                              --seed, --seed+1, ...; the tables show mean +- std [1]
+#   --encoder NAME             encoder config (from scratch) [tiny]
 #   --nj N                     jobs run side by side (each with --threads-per-job threads) [2]
 #   --threads-per-job N        torch threads per training/decoding job [1]
 #   --rtf-utts N               test utterances for the streaming RTF (0: all) [size preset]
-#   --seed N                   everything random [42]
+#   --seed N                   the corpus and the first seed of every system [42]
 #
 # Stages:
-#   0  data: text, TTS speech, fbank, tokenizer, punctuated-proportion subsets,
-#      restoration model and P' references (prepare.sh)
+#   0  data: text, TTS speech, fbank, the tokenizer (the shipped one unless
+#      --from-scratch), punctuated-proportion subsets, restoration model and
+#      P' references (prepare.sh)
 #   1  train the Table I systems: punct_p (punct on P), punct_pauto (punct on P'),
 #      norm (the cascade's ASR), twodec_p / twodec_pauto (two-decoder on P+N / P'+N),
 #      cond_p / cond_pauto (conditioned on P+N / P'+N)
@@ -43,9 +65,9 @@
 #      RTF and accuracy of the ONNX runtime (scoring/measure_rtf.py), 1 and 2 threads
 #   6  RESULTS.md with every table, significance marks and plots (scoring/make_results.py)
 #
-# Every stage is idempotent: a finished training (epoch-N.pt present) is not
-# run again, an interrupted one resumes from its last epoch; decoding and
-# export skip when their outputs exist.
+# Every stage is idempotent: a finished training (checkpoint-N.pt present) is
+# not run again, an interrupted one resumes from its newest checkpoint;
+# decoding and export skip when their outputs exist.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -54,14 +76,20 @@ stop_stage=6
 quick=false
 data_dir=data
 exp_dir=egs/synth/exp
+publish=false
 results_dir=""
 systems=all
 train_hours=""
 test_utts=""
+from_scratch=false
+init_dir=egs/synth/pretrained
+freeze_encoder=""
+num_batches=""
+avg=2
+max_duration=60
+base_lr=""
+num_seeds=1
 encoder=tiny
-num_epochs=""
-avg=""
-max_duration=""
 nj=2
 threads_per_job=1
 rtf_utts=""
@@ -71,21 +99,41 @@ cmdline="bash egs/synth/run.sh $*"
 . tools/parse_options.sh
 . tools/recipe.sh
 
-case "$quick" in
-  true) size=tiny; def_epochs=1; def_avg=1; def_maxdur=40; def_rtf=6; def_hours=""; def_test="" ;;
-  false) size=default; def_epochs=1; def_avg=1; def_maxdur=60; def_rtf=50; def_hours=0.4; def_test=100 ;;
-  *) die "--quick must be true or false" ;;
-esac
-num_epochs=${num_epochs:-$def_epochs}
-avg=${avg:-$def_avg}
-max_duration=${max_duration:-$def_maxdur}
+is_bool() { [ "$1" = true ] || [ "$1" = false ]; }
+is_bool "$quick" || die "--quick must be true or false"
+is_bool "$publish" || die "--publish must be true or false"
+is_bool "$from_scratch" || die "--from-scratch must be true or false"
+[ -z "$freeze_encoder" ] || is_bool "$freeze_encoder" || die "--freeze-encoder must be true or false"
+# presets: corpus size and budget per system
+if [ "$quick" = true ]; then
+  size=tiny; def_batches=8; def_rtf=6; def_hours=""; def_test=""
+else
+  size=default; def_batches=400; def_rtf=50; def_hours=2; def_test=100
+fi
+if [ "$from_scratch" = true ]; then
+  freeze_encoder=${freeze_encoder:-false}
+  def_lr=0.045
+  [ "$freeze_encoder" = false ] || die "--freeze-encoder true needs a trained encoder: not with --from-scratch true"
+else
+  freeze_encoder=${freeze_encoder:-true}
+  def_lr=0.045
+  for f in norm.pt bpe.model; do
+    [ -f "$init_dir/$f" ] || die "$init_dir/$f is missing: fine-tuning starts from the shipped models (or use --from-scratch true)"
+  done
+fi
+num_batches=${num_batches:-$def_batches}
+base_lr=${base_lr:-$def_lr}
 rtf_utts=${rtf_utts:-$def_rtf}
 train_hours=${train_hours:-$def_hours}
 test_utts=${test_utts:-$def_test}
+[[ "$num_batches" =~ ^[0-9]+$ ]] && [ "$num_batches" -ge 4 ] || die "--num-batches must be a number >= 4, not '$num_batches'"
+[[ "$num_seeds" =~ ^[0-9]+$ ]] && [ "$num_seeds" -ge 1 ] || die "--num-seeds must be a number >= 1, not '$num_seeds'"
+[[ "$avg" =~ ^[0-9]+$ ]] && [ "$avg" -ge 1 ] && [ "$avg" -le 4 ] || die "--avg must be 1, 2, 3 or 4 (of the 4 checkpoint intervals), not '$avg'"
+# four checkpoints per run: batches N/4, N/2, 3N/4 and N (the last is always saved)
+save_every=$(( (num_batches + 3) / 4 ))
 if [ -z "$results_dir" ]; then
-  if [ "$quick" = true ]; then results_dir=$exp_dir; else results_dir=egs/synth; fi
+  if [ "$publish" = true ]; then results_dir=egs/synth; else results_dir=$exp_dir; fi
 fi
-[ "$avg" -le "$num_epochs" ] || die "--avg ($avg) must not exceed --num-epochs ($num_epochs)"
 mkdir -p "$exp_dir"
 
 dir=$data_dir/synth
@@ -115,43 +163,92 @@ if run_this 0; then
   prep_opts=()
   [ -n "$train_hours" ] && prep_opts+=(--train-hours "$train_hours")
   [ -n "$test_utts" ] && prep_opts+=(--test-utts "$test_utts")
+  # fine-tuning keeps the shipped models' token ids: their tokenizer, not a new one
+  [ "$from_scratch" = true ] || prep_opts+=(--bpe-model "$init_dir/bpe.model")
   ./prepare.sh --dataset synth --size "$size" --data-dir "$data_dir" --nj "$nj" --seed "$seed" "${prep_opts[@]}"
   end_stage 0 "data preparation"
 fi
 
-bpe_dir=$(ls -d "$dir"/lang_bpe_* 2>/dev/null | head -n 1 || true)
-[ -n "$bpe_dir" ] || die "no tokenizer under $dir: run stage 0 first"
+bpe_dir=""
+for d in "$dir"/lang_bpe_*; do
+  [ -f "$d/bpe.model" ] || continue
+  if [ "$from_scratch" = true ] || cmp -s "$d/bpe.model" "$init_dir/bpe.model"; then bpe_dir=$d; break; fi
+done
+[ -n "$bpe_dir" ] || die "no suitable tokenizer under $dir (fine-tuning needs $init_dir/bpe.model's): run stage 0 first"
+
+# ------------------------------------------------------------------- runs
+# A system trained with seed S (S > --seed) lives in EXP_DIR/NAME-seedS.
+run_name() { if [ "$1" = "$seed" ]; then echo "$name"; else echo "$name-seed$1"; fi; }
+# the seeds of the current system: --num-seeds of them for the proportion systems
+seeds_of() {
+  local k=1 i
+  case ",$tables," in *,III,*) k=$num_seeds ;; esac
+  for ((i = 0; i < k; i++)); do echo $((seed + i)); done
+}
+newest_checkpoint() { { ls "$1"/checkpoint-*.pt 2>/dev/null || true; } | sed 's/.*checkpoint-\([0-9]*\)\.pt/\1/' | sort -n | tail -n 1; }
+init_modules=encoder,decoders,joiners,simple_am_proj,simple_lm_proj,ctc_output
+protocol="fine-tuned from $init_dir/norm.pt"
+[ "$freeze_encoder" = true ] && protocol="$protocol (encoder frozen: predictor and joiner trained)"
+[ "$from_scratch" = true ] && protocol="trained from a random initialisation"
 
 # ----------------------------------------------------------------- training
 train_system() {
-  local exp=$exp_dir/$name
+  local sd=$1 exp
+  exp=$exp_dir/$(run_name "$sd")
   local manifest=$fbank/synth_cuts_train_$(train_cuts_suffix).jsonl.gz
   [ -f "$manifest" ] || die "$manifest is missing: run stage 0 first"
-  local start
-  start=$(first_epoch "$exp" "$num_epochs")
-  if [ "$start" -gt "$num_epochs" ]; then
-    log "  $name: already trained ($num_epochs epochs)"
+  local b
+  b=$(newest_checkpoint "$exp")
+  if [ -n "$b" ] && [ "$b" -ge "$num_batches" ]; then
+    log "  $(run_name "$sd"): already trained ($b batches)"
     return
+  fi
+  local extra=()
+  [ -n "$b" ] && extra+=(--start-batch "$b")
+  local freeze=false
+  if [ "$from_scratch" = false ] && [ "$init" != - ]; then
+    extra+=(--init-from "$init_dir/$init" --init-modules "$init_modules" --warm-step 0)
+    freeze=$freeze_encoder
+    # the frozen encoder's outputs, computed once for every system (stage 1)
+    [ "$freeze" = true ] && extra+=(--encoder-cache "$(encoder_cache "$init")")
   fi
   mkdir -p "$exp"
   # shellcheck disable=SC2046
   set -- python3 -m zipformer_pc.training.train --exp-dir "$exp" --encoder "$encoder" \
     --train-cuts "$manifest" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
-    --bpe-model "$bpe_dir/bpe.model" --num-epochs "$num_epochs" --start-epoch "$start" \
-    --max-duration "$max_duration" --num-threads "$threads_per_job" --seed "$seed" \
-    --valid-interval 100000 --log-interval 50 $(train_options)
+    --bpe-model "$bpe_dir/bpe.model" --num-epochs 1000 --max-batches "$num_batches" \
+    --save-every-n "$save_every" --keep-last-k 8 --max-duration "$max_duration" --base-lr "$base_lr" \
+    --freeze-encoder "$freeze" --num-threads "$threads_per_job" --seed "$sd" \
+    --valid-interval 1000000000 --valid-at-epoch-end false --log-interval 20 $(train_options) "${extra[@]}"
   echo "$*" > "$exp/train_cmd.txt"
-  run_job "training of $name (epochs $start..$num_epochs)" "$exp/train.log" "" "" "$@"
+  run_job "training of $(run_name "$sd") (${b:-0}..$num_batches batches)" "$exp/train.log" "" "" "$@"
 }
+
+# encoder_cache INIT: the cache of the frozen encoder of $init_dir/INIT
+encoder_cache() { echo "$exp_dir/encoder_cache-${1%.pt}.pt"; }
+if [ "$from_scratch" = false ] && [ "$freeze_encoder" = true ] && { run_this 1 || run_this 2 || run_this 3; }; then
+  for s in "${SYSTEMS[@]}"; do
+    system_fields "$s"
+    is_selected "$name" && [ "$init" != - ] || continue
+    cache=$(encoder_cache "$init")
+    want="$(md5sum < "$init_dir/$init" | cut -c1-12) $(md5sum < "$fbank/synth_cuts_train_p1.jsonl.gz" | cut -c1-12)"
+    done_as "$cache.ok" "$want" && continue
+    log "Encoder outputs of the frozen $init_dir/$init for every training cut (once for all systems): $cache"
+    python3 -m zipformer_pc.training.encoder_cache --init-from "$init_dir/$init" \
+      --cuts "$fbank/synth_cuts_train_p1.jsonl.gz" --output "$cache" --chunk-size $chunk \
+      --left-context-frames $left --num-threads $((nj * threads_per_job)) --force true
+    echo "$want" > "$cache.ok"
+  done
+fi
 
 for st in 1 2 3; do
   run_this $st || continue
   case $st in 1) what="Table I systems" ;; 2) what="Table III systems (punctuated proportion)" ;; 3) what="alpha sweep" ;; esac
-  begin_stage $st "training the $what: $num_epochs epochs, encoder $encoder, max duration $max_duration s, $nj jobs"
+  begin_stage $st "training the $what: $num_batches batches of $max_duration s each, $protocol, $nj jobs"
   for s in "${SYSTEMS[@]}"; do
     system_fields "$s"
     [ "$sys_stage" = "$st" ] && is_selected "$name" || continue
-    train_system
+    for sd in $(seeds_of); do train_system "$sd"; done
   done
   wait_jobs
   end_stage $st "training: $what"
@@ -160,27 +257,31 @@ done
 # ----------------------------------------------------------------- decoding
 test_sets="test=$fbank/synth_cuts_test.jsonl.gz,test_ood=$fbank/synth_cuts_test_ood.jsonl.gz"
 restore_onnx=$dir/restore/p1/restore.onnx
+weights=(--iter "$num_batches" --avg "$avg")
+checkpoint=iter-$num_batches-avg-$avg
 if run_this 4; then
   begin_stage 4 "decoding (greedy search, simulated streaming: chunk $chunk, left context $left)"
   for s in "${SYSTEMS[@]}"; do
     system_fields "$s"
     is_selected "$name" || continue
-    exp=$exp_dir/$name
-    [ -f "$exp/epoch-$num_epochs.pt" ] || die "$name is not trained ($exp/epoch-$num_epochs.pt missing): run stages 1-3"
-    variants=("")
-    [ "$model_type" = norm ] && variants+=("--restore-model $restore_onnx")
-    for extra in "${variants[@]}"; do
-      tag=$name; [ -n "$extra" ] && tag=${name}_cascade
-      marker=$exp/.done.decode${extra:+-cascade}
-      want="epoch=$num_epochs avg=$avg chunk=$chunk left=$left"
-      if done_as "$marker" "$want"; then
-        log "  $tag: already decoded"; continue
-      fi
-      # shellcheck disable=SC2086
-      run_job "decoding of $tag" "$exp/decode${extra:+-cascade}.log" "$marker" "$want" \
-        python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
-        --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
-        --chunk-size $chunk --left-context-frames $left --num-threads "$threads_per_job" $extra
+    for sd in $(seeds_of); do
+      exp=$exp_dir/$(run_name "$sd")
+      [ -f "$exp/checkpoint-$num_batches.pt" ] || die "$(run_name "$sd") is not trained ($exp/checkpoint-$num_batches.pt missing): run stages 1-3"
+      variants=("")
+      [ "$model_type" = norm ] && variants+=("--restore-model $restore_onnx")
+      for extra in "${variants[@]}"; do
+        tag=$(run_name "$sd"); [ -n "$extra" ] && tag=${tag}_cascade
+        marker=$exp/.done.decode${extra:+-cascade}
+        want="$checkpoint chunk=$chunk left=$left"
+        if done_as "$marker" "$want"; then
+          log "  $tag: already decoded"; continue
+        fi
+        # shellcheck disable=SC2086
+        run_job "decoding of $tag" "$exp/decode${extra:+-cascade}.log" "$marker" "$want" \
+          python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" "${weights[@]}" \
+          --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
+          --chunk-size $chunk --left-context-frames $left --num-threads "$threads_per_job" $extra
+      done
     done
   done
   wait_jobs
@@ -188,7 +289,7 @@ if run_this 4; then
 fi
 
 # ------------------------------------------------------- ONNX export and RTF
-suffix=epoch-$num_epochs-avg-$avg-chunk-$chunk-left-$left
+suffix=$checkpoint-chunk-$chunk-left-$left
 if run_this 5; then
   begin_stage 5 "ONNX export (chunk $chunk, left context $left, fp32 + int8) and streaming RTF"
   rtf_systems=()
@@ -200,7 +301,7 @@ if run_this 5; then
       log "  $name: already exported"
     else
       run_job "export of $name" "$exp/export.log" "" "" python3 export/export_onnx.py --exp-dir "$exp" \
-        --epoch "$num_epochs" --avg "$avg" --tokens "$bpe_dir/tokens.txt" \
+        "${weights[@]}" --tokens "$bpe_dir/tokens.txt" \
         --chunk-size $chunk --left-context-frames $left --int8 true
     fi
     # one row per architecture (the plan's rtf column): the P' variants stream exactly like their P twins
@@ -227,8 +328,9 @@ if run_this 6; then
   mkdir -p "$results_dir"
   python3 scoring/make_results.py --plan egs/systems.tsv --exp-dir "$exp_dir" --data-dir "$dir" \
     --results-dir "$results_dir" --test-set "test=in-domain: Jane Austen text, training voices" \
-    --test-set "test_ood=out-of-domain: Moby Dick text, held-out voices" --num-epochs "$num_epochs" --avg "$avg" --encoder "$encoder" --max-duration "$max_duration" \
-    --command "$cmdline" --size "$size" --seed "$seed" --train-hours "$train_hours"
+    --test-set "test_ood=out-of-domain: Moby Dick text, held-out voices" --checkpoint "$checkpoint" \
+    --training "$protocol, $num_batches batches of at most $max_duration s of audio (peak learning rate $base_lr)" \
+    --encoder "$encoder" --num-seeds "$num_seeds" --command "$cmdline" --size "$size" --seed "$seed"
   end_stage 6 "results"
   cat "$results_dir/RESULTS.md" | sed -n '/^## Table I/,/^## Table II/p' | head -n -1
 fi

@@ -18,7 +18,7 @@ NaN).  ``punct`` and ``norm`` use their single term.
 """
 
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -74,6 +74,7 @@ class Transducer(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.cfg = cfg
+        self.encoder_frozen = False
         enc_dim = encoder.output_dim
         names = [MODE_NAMES[m] for m in modes_of(cfg.model_type)] if cfg.model_type == "two-decoder" else ["main"]
         mode_dim = cfg.mode_dim if cfg.model_type == "conditioned" else 0
@@ -136,6 +137,27 @@ class Transducer(nn.Module):
         )
         return loss
 
+    def freeze_encoder(self, frozen: bool = True) -> None:
+        """Train the heads only: the encoder's weights get no gradient and it runs in eval mode (no
+        dropout or feature masking) without building a graph, so a step costs little more than its
+        forward pass."""
+        self.encoder_frozen = frozen
+        for p in self.encoder.parameters():
+            p.requires_grad_(not frozen)
+
+    def encode(self, features: torch.Tensor, feature_lens: torch.Tensor):
+        if not self.encoder_frozen:
+            return self.encoder(features, feature_lens)
+        was_training = self.encoder.training
+        # chunk configuration as in training (drawn at random), computed in eval mode
+        chunk, left = self.encoder.draw_chunk_config() if was_training and self.encoder.config.causal else (-1, -1)
+        self.encoder.eval()
+        try:
+            with torch.no_grad():
+                return self.encoder(features, feature_lens, chunk_size=chunk, left_context_frames=left)
+        finally:
+            self.encoder.train(was_training)
+
     def forward(
         self,
         features: torch.Tensor,
@@ -146,6 +168,7 @@ class Transducer(nn.Module):
         loss_cfg: LossConfig = LossConfig(),
         batch_idx: Optional[int] = None,
         ctc_scale: float = 0.0,
+        encoder_out: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     ) -> Dict[str, torch.Tensor]:
         """
         Args:
@@ -155,6 +178,9 @@ class Transducer(nn.Module):
           alpha: weight of the P term.
           ctc_scale: weight of the auxiliary CTC loss (needs ``HeadConfig.ctc``),
             computed on N (P for ``punct``) and added to the transducer loss.
+          encoder_out: (output, lengths) of the encoder computed beforehand (a
+            frozen encoder's cache, ``training.encoder_cache``): the features
+            are then not encoded.
         Returns:
           dict with ``loss`` (to backpropagate), ``loss_n`` / ``loss_p``
           (per-utterance means, 0 when absent), ``num_n`` / ``num_p``
@@ -163,7 +189,10 @@ class Transducer(nn.Module):
         """
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-        encoder_out, encoder_lens = self.encoder(features, feature_lens)
+        if encoder_out is None:
+            encoder_out, encoder_lens = self.encode(features, feature_lens)
+        else:
+            encoder_out, encoder_lens = encoder_out
         dev = encoder_out.device
         zero = encoder_out.new_zeros(())
         out: Dict[str, torch.Tensor] = {

@@ -45,7 +45,7 @@ import os
 import random
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -70,6 +70,7 @@ from zipformer_pc.training.checkpoint import (
     remove_old_checkpoints,
     save_checkpoint,
 )
+from zipformer_pc.training.encoder_cache import EncoderCache
 from zipformer_pc.training.optim import Eden, make_optimizer
 
 ENCODER_FLAGS = (
@@ -115,6 +116,12 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--init-from", default=None,
                    help="Start from the weights of this checkpoint (e.g. a norm model's epoch-E.pt) instead of a "
                         "random initialisation: fine-tuning. Ignored when resuming.")
+    g.add_argument("--freeze-encoder", type=str2bool, default=False,
+                   help="Train the predictor(s), joiner(s) and projections only: the encoder (e.g. from --init-from) "
+                        "runs in eval mode without gradients, which makes a step several times cheaper")
+    g.add_argument("--encoder-cache", default=None,
+                   help="With --freeze-encoder true: the frozen encoder's outputs for the training cuts, computed "
+                        "once by python -m zipformer_pc.training.encoder_cache from the --init-from checkpoint")
     g.add_argument("--init-modules", default="encoder",
                    help="Comma list of what --init-from copies: encoder, decoders, joiners, simple_am_proj, "
                         "simple_lm_proj. Heads are matched by name, or all from a single-head model.")
@@ -161,6 +168,8 @@ def get_parser() -> argparse.ArgumentParser:
                    help="Stop after M minutes of training time (validation excluded; 0: no limit)")
     g.add_argument("--valid-interval", type=int, default=3000, help="Validate every N batches (and each epoch end)")
     g.add_argument("--log-interval", type=int, default=50)
+    g.add_argument("--valid-at-epoch-end", type=str2bool, default=True,
+                   help="Compute the validation loss at the end of every epoch (short fine-tuning runs skip it)")
     g.add_argument("--max-batches", type=int, default=0, help="Stop after N training batches in total (0: no limit)")
     g.add_argument("--world-size", type=int, default=1)
     g.add_argument("--master-port", type=int, default=12354)
@@ -246,6 +255,59 @@ def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dic
     return make_model_config(args.encoder, overrides, head)
 
 
+def model_config_for_init(args, vocab_size: int, with_simple_proj: bool) -> Dict[str, Dict[str, object]]:
+    """The model config of a fine-tuning start (``--init-from``): the sizes of the init checkpoint's
+    encoder and predictor/joiner, so that its weights fit, whatever ``--encoder`` says; encoder options
+    given explicitly on the command line still apply (a mismatch is then reported by the copy).  The
+    model type, vocabulary, CTC output and regularisation come from the command line.  A tokenizer other
+    than the init's is refused: its predictor and joiner would not mean the same tokens."""
+    try:
+        init = load_checkpoint(Path(args.init_from))
+    except FileNotFoundError as e:
+        raise SystemExit(f"--init-from: {e}")
+    if "model_config" not in init:
+        raise SystemExit(f"--init-from {args.init_from}: no model_config in it (not a checkpoint of this project)")
+    src = init["model_config"]
+    if src["head"]["vocab_size"] != vocab_size:
+        raise SystemExit(
+            f"--init-from {args.init_from} has {src['head']['vocab_size']} tokens, --bpe-model {args.bpe_model} has "
+            f"{vocab_size}: fine-tune with the tokenizer the init model was trained with"
+        )
+    config = model_config_from_args(args, vocab_size, with_simple_proj)
+    explicit = {f: getattr(args, f) for f in (*ENCODER_FLAGS, "convnext_hidden_ratio") if getattr(args, f) is not None}
+    encoder = dict(src["encoder"])
+    for f in ("dropout", "feature_mask_prob", "causal"):
+        encoder[f] = config["encoder"][f]
+    if explicit:
+        from zipformer_pc.model.zipformer import EncoderConfig
+
+        encoder = asdict(EncoderConfig(**{**encoder, **explicit}))
+    config["encoder"] = encoder
+    for f in ("decoder_dim", "joiner_dim", "context_size", "mode_dim"):
+        config["head"][f] = src["head"][f]
+    logging.info(f"--init-from {args.init_from}: its encoder and predictor/joiner sizes are used "
+                 f"(encoder {json.dumps(encoder)})")
+    return config
+
+
+def load_encoder_cache(args) -> Optional[EncoderCache]:
+    """``--encoder-cache``: the frozen encoder's outputs for every training cut (checked)."""
+    if not args.encoder_cache:
+        return None
+    if not (args.freeze_encoder and args.init_from):
+        raise SystemExit("--encoder-cache needs --freeze-encoder true and the --init-from checkpoint it was made from")
+    try:
+        cache = EncoderCache(Path(args.encoder_cache), Path(args.init_from))
+        from lhotse import load_manifest_lazy
+
+        cache.check_covers([c.id for c in load_manifest_lazy(args.train_cuts)])
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"--encoder-cache: {e}")
+    logging.info(f"Encoder outputs of the training cuts come from {args.encoder_cache} ({len(cache)} cuts; chunk "
+                 f"{cache.chunk_size}, left context {cache.left_context_frames}): the encoder does not run in training")
+    return cache
+
+
 def setup_logging(exp_dir: Path, rank: int) -> None:
     log_dir = exp_dir / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -259,12 +321,17 @@ def setup_logging(exp_dir: Path, rank: int) -> None:
     )
 
 
-def compute_loss(model, batch, args, loss_cfg: LossConfig, device, batch_idx: Optional[int]):
+def compute_loss(model, batch, args, loss_cfg: LossConfig, device, batch_idx: Optional[int],
+                 encoder_cache: Optional[EncoderCache] = None):
     feats = batch["features"].to(device)
     lens = batch["feature_lens"].to(device)
+    enc = None
+    if encoder_cache is not None:
+        out, out_lens = encoder_cache.lookup(batch["cut_ids"], batch["feature_lens"])
+        enc = (out.to(device), out_lens.to(device))
     with torch.autocast(device_type=device.type, enabled=args.use_fp16 and device.type == "cuda"):
         return model(feats, lens, batch["tokens_n"], batch["tokens_p"], alpha=args.alpha,
-                     loss_cfg=loss_cfg, batch_idx=batch_idx, ctc_scale=args.ctc_loss_scale)
+                     loss_cfg=loss_cfg, batch_idx=batch_idx, ctc_scale=args.ctc_loss_scale, encoder_out=enc)
 
 
 def compute_validation_loss(model, valid_dl, args, loss_cfg, device) -> Dict[str, float]:
@@ -301,7 +368,12 @@ def load_resume_checkpoint(exp_dir: Path, args) -> Optional[Dict[str, Any]]:
 def get_model(args, ckpt: Optional[Dict[str, Any]], vocab_size: int, with_simple_proj: bool):
     """The model and its config: the checkpoint's when resuming, else from the options, with
     ``--init-from`` weights for a fresh start (fine-tuning)."""
-    model_config = ckpt["model_config"] if ckpt is not None else model_config_from_args(args, vocab_size, with_simple_proj)
+    if ckpt is not None:
+        model_config = ckpt["model_config"]
+    elif args.init_from:
+        model_config = model_config_for_init(args, vocab_size, with_simple_proj)
+    else:
+        model_config = model_config_from_args(args, vocab_size, with_simple_proj)
     if model_config["head"]["vocab_size"] != vocab_size:
         raise SystemExit(f"The model has {model_config['head']['vocab_size']} tokens, {args.bpe_model} has {vocab_size}")
     model = build_model(model_config)
@@ -338,6 +410,7 @@ class Trainer:
     train_dl: Any
     valid_dl: Any
     tb: Any = None
+    encoder_cache: Optional[EncoderCache] = None
     # train_seconds: wall time spent in training batches (validation and
     # checkpoint writing excluded); audio_seconds: audio in the updates made
     counters: Dict[str, Any] = field(default_factory=lambda: {
@@ -383,7 +456,7 @@ def train_one_epoch(tr: Trainer, epoch: int) -> bool:
     for batch in tr.train_dl:
         counters["batch_idx_train"] += 1
         b = counters["batch_idx_train"]
-        out = compute_loss(tr.ddp_model, batch, args, tr.loss_cfg, tr.device, b)
+        out = compute_loss(tr.ddp_model, batch, args, tr.loss_cfg, tr.device, b, tr.encoder_cache)
         loss = out["loss"]
         # [finite, has a reference for a trained mode]; agreed by all ranks
         flags = torch.tensor([float(torch.isfinite(loss).all()),
@@ -428,6 +501,9 @@ def train_one_epoch(tr: Trainer, epoch: int) -> bool:
             by_time, done = bool(t[0].item()), bool(t[1].item())
         if done:
             logging.info(f"Reached --max-minutes {args.max_minutes} ({minutes:.1f} min of training): stopping")
+        elif args.max_batches and b >= args.max_batches:
+            logging.info(f"Reached --max-batches {args.max_batches}: stopping")
+            done = True  # the last batch's checkpoint is saved below
         if b % args.valid_interval == 0 or by_time:
             v = tr.validate()
             if tr.rank == 0:
@@ -439,22 +515,20 @@ def train_one_epoch(tr: Trainer, epoch: int) -> bool:
             save_checkpoint(tr.exp_dir / f"checkpoint-{b}.pt", tr.state(epoch, with_sampler=True))
             remove_old_checkpoints(tr.exp_dir, args.keep_last_k)
             logging.info(f"Saved {tr.exp_dir / f'checkpoint-{b}.pt'}")
-        if args.max_batches and b >= args.max_batches and not done:
-            logging.info(f"Reached --max-batches {args.max_batches}: stopping")
-            done = True
         if done:
             return True
         t_batch = time.time()
 
-    v = tr.validate()
+    v = tr.validate() if args.valid_at_epoch_end else {"valid_loss_n": math.nan, "valid_loss_p": math.nan}
     if tr.rank == 0:
         dur = time.time() - t_epoch
         logging.info(f"Epoch {epoch} done in {dur:.1f} s ({audio_sec / max(dur, 1e-9):.1f} s audio/s); validation: {v}")
         if tr.tb is not None:
             for k in ("valid_loss_n", "valid_loss_p"):
                 tr.tb.add_scalar(f"valid_epoch/{k[6:]}", v[k], epoch)
-        vl = sum(x for x in (v["valid_loss_n"], v["valid_loss_p"]) if not math.isnan(x))
-        counters["best_valid_loss"] = min(counters["best_valid_loss"], vl)
+        if args.valid_at_epoch_end:
+            vl = sum(x for x in (v["valid_loss_n"], v["valid_loss_p"]) if not math.isnan(x))
+            counters["best_valid_loss"] = min(counters["best_valid_loss"], vl)
         save_checkpoint(tr.exp_dir / f"epoch-{epoch}.pt", tr.state(epoch, with_sampler=False))
         logging.info(f"Saved {tr.exp_dir / f'epoch-{epoch}.pt'}")
     return False
@@ -514,6 +588,9 @@ def run(rank: int, world_size: int, args) -> None:
         n_enc = count_parameters(model.encoder)
         logging.info(f"Parameters: {count_parameters(model):,} in total, {n_enc:,} in the encoder "
                      f"({args.model_type}, encoder {args.encoder})")
+    if args.freeze_encoder:
+        model.freeze_encoder()
+        logging.info("--freeze-encoder: the encoder is not trained")
     model.to(device)
     model_avg = RunningAverage(model, args.average_period) if rank == 0 else None
     if ckpt is not None and model_avg is not None:
@@ -525,7 +602,7 @@ def run(rank: int, world_size: int, args) -> None:
             model, device_ids=[rank] if device.type == "cuda" else None, find_unused_parameters=True
         )
 
-    optimizer = make_optimizer(args.optimizer, model.parameters(), lr=args.base_lr)
+    optimizer = make_optimizer(args.optimizer, [p for p in model.parameters() if p.requires_grad], lr=args.base_lr)
     scheduler = Eden(optimizer, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches)
     scaler = torch.amp.GradScaler("cuda", enabled=args.use_fp16 and device.type == "cuda")
     if ckpt is not None:
@@ -555,7 +632,8 @@ def run(rank: int, world_size: int, args) -> None:
 
     tr = Trainer(args=args, rank=rank, world_size=world_size, device=device, exp_dir=exp_dir, model=model,
                  ddp_model=ddp_model, model_config=model_config, model_avg=model_avg, optimizer=optimizer,
-                 scheduler=scheduler, scaler=scaler, loss_cfg=loss_cfg, train_dl=train_dl, valid_dl=valid_dl, tb=tb)
+                 scheduler=scheduler, scaler=scaler, loss_cfg=loss_cfg, train_dl=train_dl, valid_dl=valid_dl, tb=tb,
+                 encoder_cache=load_encoder_cache(args))
     start_epoch = args.start_epoch
     if ckpt is not None:
         for k in tr.counters:
@@ -573,6 +651,9 @@ def run(rank: int, world_size: int, args) -> None:
     if args.max_minutes and tr.counters["train_seconds"] / 60 >= args.max_minutes:
         logging.info(f"Reached --max-minutes {args.max_minutes} already "
                      f"({tr.counters['train_seconds'] / 60:.1f} min of training): nothing to do")
+        done = True
+    if args.max_batches and tr.counters["batch_idx_train"] >= args.max_batches:
+        logging.info(f"Reached --max-batches {args.max_batches} already: nothing to do")
         done = True
     for epoch in range(start_epoch, args.num_epochs + 1):
         if done:
