@@ -299,8 +299,9 @@ def main() -> None:
     w("")
     w(f"Produced by `{args.command}` on {datetime.date.today().isoformat()} ({code_version()}), "
       f"on {machine_description()}.")
-    w(f"Wall time of the run: {total / 60:.1f} min"
-      + (" (" + ", ".join(f"stage {s} {desc}: {t / 60:.1f} min" for s, t, desc in timing) + ")." if timing else "."))
+    if timing:  # EXP_DIR/timing.tsv (a recipe that records no stage times gets no wall-time line)
+        w(f"Wall time of the run: {total / 60:.1f} min ("
+          + ", ".join(f"stage {s} {desc}: {t / 60:.1f} min" for s, t, desc in timing) + ").")
     w("")
     w(f"Every model: streaming Zipformer transducer, encoder `{args.encoder}`, trained from scratch for "
       f"{args.num_epochs} epoch(s) (max duration {args.max_duration} s per batch, seed {args.seed}), decoded "
@@ -323,7 +324,7 @@ def main() -> None:
         w(f"**Read this first.** Each model saw {hours or 'little speech'} in training; at this budget none has yet "
           f"learned to transcribe (the best Table I WER is {min(wers):.1f}%). The tables show that every stage of the "
           "recipe runs and how each configuration is scored, not how the methods compare: for that, train longer "
-          "(`--num-epochs`, `--train-hours`; see the README).")
+          "(more epochs, more speech; see the README).")
         w("")
     elif hours:
         w(f"Each model saw {hours} in training.")
