@@ -372,8 +372,9 @@ def main() -> None:
     w("")
     w(f"Produced by `{args.command}` on {datetime.date.today().isoformat()} ({code_version()}), "
       f"on {machine_description()}.")
-    w(f"Wall time of the run: {total / 60:.1f} min"
-      + (" (" + ", ".join(f"stage {s} {desc}: {t / 60:.1f} min" for s, t, desc in timing) + ")." if timing else "."))
+    if timing:  # EXP_DIR/timing.tsv (a recipe that records no stage times gets no wall-time line)
+        w(f"Wall time of the run: {total / 60:.1f} min ("
+          + ", ".join(f"stage {s} {desc}: {t / 60:.1f} min" for s, t, desc in timing) + ").")
     w("")
     training = args.training or (f"trained from scratch for {args.num_epochs} epoch(s) of at most "
                                  f"{args.max_duration} s batches")
@@ -402,7 +403,7 @@ def main() -> None:
         w(f"**Read this first.** Each model saw {hours or 'little speech'} in training; at this budget none has yet "
           f"learned to transcribe (the best Table I WER is {min(wers):.1f}%). The tables show that every stage of the "
           "recipe runs and how each configuration is scored, not how the methods compare: for that, train longer "
-          "(the recipe's budget options: `--num-batches` or `--num-epochs`, `--train-hours`).")
+          "(more training: the recipe's budget options, more speech; see the README).")
         w("")
     elif hours:
         w(f"Each model saw {hours} in training.")

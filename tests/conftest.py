@@ -27,6 +27,40 @@ def tiny_corpus(tmp_path_factory) -> Path:
     return data_dir / "synth"
 
 
+def write_librispeech_tree(root: Path, parts: dict, render) -> tuple:
+    """A corpus in LibriSpeech's layout plus LibriSpeech-PC's manifests, under ``root``.
+
+    ``parts`` maps a part (``test-clean``) to ``(utt id, LibriSpeech transcript,
+    LibriSpeech-PC text or None when PC dropped the utterance)`` triples;
+    ``render(flac_path, utt_id, pc_or_n_text)`` writes each utterance's 16 kHz
+    FLAC.  Writes ``LibriSpeech/PART/SPK/CHAP/SPK-CHAP-NNNN.flac``, one
+    ``SPK-CHAP.trans.txt`` per chapter, and ``LibriSpeech-PC/PART.json``: NeMo
+    JSON lines with ``audio_filepath`` (relative to the corpus), ``duration``
+    and ``text``.  Returns (corpus dir, PC dir)."""
+    import soundfile as sf
+
+    corpus = root / "LibriSpeech"
+    pc_dir = root / "LibriSpeech-PC"
+    pc_dir.mkdir(parents=True, exist_ok=True)
+    for part, utts in parts.items():
+        trans = {}
+        pc_lines = []
+        for utt_id, text, pc_text in utts:
+            spk, chapter, _ = utt_id.split("-")
+            d = corpus / part / spk / chapter
+            d.mkdir(parents=True, exist_ok=True)
+            flac = d / f"{utt_id}.flac"
+            render(flac, utt_id, pc_text or text)
+            trans.setdefault(d / f"{spk}-{chapter}.trans.txt", []).append(f"{utt_id} {text}")
+            if pc_text is not None:
+                pc_lines.append(json.dumps({"audio_filepath": f"{part}/{spk}/{chapter}/{utt_id}.flac",
+                                            "duration": round(sf.info(str(flac)).duration, 3), "text": pc_text}))
+        for path, lines in trans.items():
+            path.write_text("\n".join(lines) + "\n")
+        (pc_dir / f"{part}.json").write_text("".join(line + "\n" for line in pc_lines))
+    return corpus, pc_dir
+
+
 # Epochs for the decoding / export fixture model (its outputs need not be good:
 # the tests check mechanics, not accuracy).
 TRAINED_EPOCHS = 2

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import write_librispeech_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,27 +29,14 @@ UTTS = {
 
 
 def make_fixture(root: Path) -> tuple:
-    corpus = root / "LibriSpeech"
-    pc_dir = root / "LibriSpeech-PC"
-    pc_dir.mkdir(parents=True)
     rng = np.random.default_rng(0)
-    for part, utts in UTTS.items():
-        lines = {}
-        pc_lines = []
-        for utt_id, text, pc_text in utts:
-            spk, chapter, _ = utt_id.split("-")
-            d = corpus / part / spk / chapter
-            d.mkdir(parents=True, exist_ok=True)
-            sf.write(d / f"{utt_id}.flac", (0.1 * rng.standard_normal(16000)).astype(np.float32), 16000)
-            lines.setdefault(d / f"{spk}-{chapter}.trans.txt", []).append(f"{utt_id} {text}")
-            if pc_text is not None:
-                pc_lines.append(json.dumps({"audio_filepath": f"{part}/{spk}/{chapter}/{utt_id}.flac",
-                                            "duration": 1.0, "text": pc_text}))
-        for path, ls in lines.items():
-            path.write_text("\n".join(ls) + "\n")
-        if part == "test-clean":
-            pc_lines.append("{not json")  # a malformed line: counted, not fatal
-        (pc_dir / f"{part}.json").write_text("\n".join(pc_lines) + "\n")
+
+    def noise(path, utt_id, text):
+        sf.write(path, (0.1 * rng.standard_normal(16000)).astype(np.float32), 16000)
+
+    corpus, pc_dir = write_librispeech_tree(root, UTTS, noise)
+    with open(pc_dir / "test-clean.json", "a") as f:
+        f.write("{not json\n")  # a malformed line: counted, not fatal
     return corpus, pc_dir
 
 

@@ -155,6 +155,35 @@ def test_rtf_column_comes_from_measure_rtf_json(tmp_path):
     assert "| cond_p | 0.042 |" in md
 
 
+def test_any_recipe_s_test_sets_and_decoding_method(tmp_path):
+    """LibriSpeech's test sets and method (egs/librispeech/run.sh): the tables name them, nothing of synth's."""
+    exp, results = tmp_path / "exp", tmp_path / "res"
+    write_registry(exp, ["cond_p", "norm"])
+    for name, cascade in (("cond_p", False), ("norm", True)):
+        for test in ("test-clean", "test-other"):
+            fabricate(exp, name, test, lambda r: r.replace(",", ""), cascade=cascade)
+        # decoded with modified beam search instead
+        (exp / name / "greedy_search").rename(exp / name / "modified_beam_search")
+    r = subprocess.run(
+        [sys.executable, "scoring/make_results.py", "--plan", str(exp / "systems.tsv"), "--exp-dir", str(exp),
+         "--test-set", "test-clean=LibriSpeech test-clean", "--test-set", "test-other=LibriSpeech test-other",
+         "--data-dir", str(tmp_path), "--results-dir", str(results), "--num-epochs", "2", "--avg", "1",
+         "--decoding-method", "modified_beam_search", "--corpus", "LibriSpeech (test-clean,train-clean-100)"],
+        cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    md = (results / "RESULTS.md").read_text()
+    assert md.startswith("# Results: LibriSpeech (test-clean,train-clean-100)")
+    assert "## Table I: `test-clean` (LibriSpeech test-clean)" in md
+    assert "## Table II: `test-other` (LibriSpeech test-other)" in md
+    assert "`test`" not in md and "test_ood" not in md
+    for section in ("## Table I", "## Table II"):
+        for label in ("conditioned", "cascade: norm + restoration"):
+            cells = row_cells(md, section, label)
+            assert float(cells[-6].rstrip("*")) > 0, (section, cells)  # PuncER: the commas are lost
+    assert "## Missing outputs" not in md  # every output found under modified_beam_search/
+    assert "Wall time" not in md  # no EXP_DIR/timing.tsv: no made-up total
+
+
 def test_missing_registry_is_a_clear_error(tmp_path):
     r = run(tmp_path / "nothing", tmp_path / "res", tmp_path)
     assert r.returncode != 0

@@ -9,11 +9,15 @@
 #   bash egs/librispeech/run.sh --stage 4 --stop-stage 6
 #   bash egs/librispeech/run.sh --systems cond_p,norm --stage 1 --stop-stage 1
 #
-# STATUS AND COSTS.  This recipe has NOT been run end to end here: the
+# STATUS AND COSTS.  This recipe has NOT been run on LibriSpeech here: the
 # development machine has 2 CPU cores, no GPU and no LibriSpeech download.  It
-# has only been checked with --dry-run true, which parses the arguments of
-# every command it would run (tests/test_recipes.py).  The figures below are
-# ESTIMATES, not measurements.  The paper trains 70M-parameter models for 40
+# is checked with --dry-run true, which parses the arguments of every command
+# it would run (tests/test_recipes.py), and run through every stage on a tiny
+# corpus in LibriSpeech's layout (tests/test_librispeech_e2e.py: espeak-ng
+# speech, LibriSpeech-PC manifests, tiny encoder, 1 epoch on CPU, three
+# systems; --world-size 1 --use-fp16 false --vocab-size 100
+# --train-extra "--num-threads 1").  The figures below are ESTIMATES, not
+# measurements.  The paper trains 70M-parameter models for 40
 # epochs on 4 GPUs.  For scale, icefall's 70M Zipformer (pruned_transducer_
 # stateless7: 4 V100 32 GB, fp16, --max-duration 750, 960 h with 3-way speed
 # perturbation, i.e. ~2900 h per epoch) took about 80 minutes per epoch
@@ -32,8 +36,9 @@
 # measured; modified beam search runs utterance by utterance); the streaming
 # RTF is measured on CPU.
 #
-# Needs: k2 for the pruned RNN-T loss (--loss pruned stops with a clear error
-# without it; --loss full, torchaudio's loss over the whole T x U x 500
+# Needs: k2 for the pruned RNN-T loss (without it --loss pruned runs the
+# plain-PyTorch pruned loss, zipformer_pc/model/pruned_rnnt.py, at this scale
+# untested; --loss full, torchaudio's loss over the whole T x U x 500
 # lattice, is slower and much hungrier for memory, so it would likely need a
 # smaller --max-duration: untested), CUDA GPUs for --world-size N, optionally
 # openai-whisper and its weights.
@@ -48,6 +53,7 @@
 #   --systems LIST                systems to train/decode/export (names below) [all]
 #   --parts LIST                  LibriSpeech parts [all seven: dev/test clean/other, the three train parts]
 #   --speed-perturb true|false    0.9x/1.1x training copies (prepare.sh) [false]
+#   --vocab-size N                sentencepiece vocabulary (prepare.sh) [500]
 #   --prep-nj N                   data preparation jobs [8]
 #   --encoder NAME                encoder config of zipformer_pc.training.train [paper]
 #   --world-size N                GPUs per training (DDP) [4]
@@ -72,7 +78,7 @@
 #
 # Stages:
 #   0  data (prepare.sh --dataset librispeech): download LibriSpeech + LibriSpeech-PC, manifests
-#      with both references, fbank, BPE 500, punctuated-proportion subsets p1 0.5 0.35 0.2 0.05,
+#      with both references, fbank, BPE (--vocab-size), punctuated-proportion subsets p1 0.5 0.35 0.2 0.05,
 #      the restoration model (data/librispeech/restore/p1/restore.onnx) and the P' manifest
 #      (fbank/librispeech_cuts_train_pauto_p1.jsonl.gz)
 #   1  train the Table I systems: punct_p (punct on P), punct_pauto (punct on P'), norm (the
@@ -103,6 +109,7 @@ results_dir=egs/librispeech
 systems=all
 parts=dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500
 speed_perturb=false
+vocab_size=500
 prep_nj=8
 encoder=paper
 world_size=4
@@ -131,7 +138,7 @@ cmdline="bash egs/librispeech/run.sh $*"
 . tools/recipe.sh
 
 is_int() { case "$1" in ''|*[!0-9]*) return 1 ;; *) return 0 ;; esac; }
-for v in stage stop_stage num_epochs avg world_size decode_nj decode_threads rtf_utts prep_nj num_workers seed; do
+for v in stage stop_stage vocab_size num_epochs avg world_size decode_nj decode_threads rtf_utts prep_nj num_workers seed; do
   is_int "${!v}" || die "--${v//_/-} must be a non-negative integer, not '${!v}'"
 done
 [ "$stage" -le "$stop_stage" ] || die "--stage ($stage) is after --stop-stage ($stop_stage): nothing to do"
@@ -159,12 +166,12 @@ need() { [ "$dry_run" = true ] || [ -e "$1" ] || die "$1 is missing: $2"; }
 # ------------------------------------------------------------------ data paths
 dir=$data_dir/librispeech
 fbank=$dir/fbank
-bpe_dir=$dir/lang_bpe_500
+bpe_dir=$dir/lang_bpe_$vocab_size
 restore_onnx=$dir/restore/p1/restore.onnx
 # prepare.sh stage 4 combines several training parts into librispeech_cuts_train;
 # a single part keeps its own name
 train_parts=()
-train_hours=0  # per epoch, for the results' budget note (LibriSpeech's part sizes, rounded)
+train_hours=0  # per epoch, for the results' budget note (LibriSpeech's part sizes, rounded; measured in stage 6)
 for p in ${parts//,/ }; do
   case "$p" in
     train-clean-100) train_hours=$((train_hours + 100)) ;;
@@ -198,7 +205,7 @@ fi
 if run_this 0; then
   log "Stage 0: data preparation (prepare.sh --dataset librispeech)"
   run ./prepare.sh --dataset librispeech --data-dir "$data_dir" --dl-dir "$dl_dir" --parts "$parts" \
-    --speed-perturb "$speed_perturb" --vocab-size 500 --proportions 1.0,0.5,0.35,0.2,0.05 \
+    --speed-perturb "$speed_perturb" --vocab-size "$vocab_size" --proportions 1.0,0.5,0.35,0.2,0.05 \
     --restore-subsets p1 --nj "$prep_nj" --seed "$seed"
 fi
 
@@ -328,6 +335,12 @@ if run_this 6; then
   [ "$dry_run" = true ] || mkdir -p "$results_dir"
   test_descs=()
   for t in "${tests[@]}"; do test_descs+=(--test-set "$t=LibriSpeech $t"); done
+  if [ "$dry_run" = false ] && [ -f "$fbank/${train_stem}_p1.jsonl.gz" ]; then
+    # the budget note: the speech actually trained on per epoch (the filtered training cuts,
+    # speed-perturbed copies included), not the parts' nominal sizes
+    train_hours=$(python3 -c "import sys; from lhotse import load_manifest_lazy as L
+print(f'{sum(c.duration for c in L(sys.argv[1])) / 3600:.3f}')" "$fbank/${train_stem}_p1.jsonl.gz")
+  fi
   run python3 scoring/make_results.py --plan egs/systems.tsv --exp-dir "$exp_dir" --data-dir "$dir" \
     --results-dir "$results_dir" "${test_descs[@]}" --corpus "LibriSpeech ($parts)" \
     --decoding-method "$method" --num-epochs "$num_epochs" --avg "$avg" --encoder "$encoder" \
