@@ -285,6 +285,42 @@ def code_version() -> str:
 # ------------------------------------------------------------------ tables
 
 
+def onnx_agreement(rtf_rows: List[Dict[str, object]], plan: List[Dict[str, str]], exp_dir: Path, method: str,
+                   test: str, checkpoint: Optional[str]) -> List[str]:
+    """A table comparing the ONNX runtime's transcripts (``hyps`` of measure_rtf's rows, 1 thread) with
+    the PyTorch decoding's recognitions of the same system on the same utterances."""
+    by_rtf = {s["rtf"]: s for s in plan if s["rtf"] != "-"}
+    out = ["| system | precision | utterances | identical N | identical P | WER ONNX / PyTorch | "
+           "PC-WER ONNX / PyTorch |", "|---|---|---|---|---|---|---|"]
+    for r in rtf_rows:
+        sysrow = by_rtf.get(str(r.get("system")))
+        hyps = r.get("hyps")
+        if sysrow is None or not isinstance(hyps, dict) or int(r.get("num_threads", 0)) != 1:
+            continue
+        cascade = sysrow["model_type"] == "norm"
+        cells = []
+        scores: Dict[str, Tuple[Optional[float], Optional[float]]] = {}
+        for mode, key in (("N", "wer"), ("P", "pc_wer")):
+            path = find_recogs(exp_dir / sysrow["name"] / method, test, mode, cascade and mode == "P", checkpoint)
+            pairs = [(u, h[mode]) for u, h in hyps.items() if isinstance(h, dict) and mode in h]
+            if path is None or not pairs:
+                cells.append("-")
+                scores[mode] = (None, None)
+                continue
+            ref = read_transcripts(str(path), "ref")
+            torch_hyp = read_transcripts(str(path), "hyp")
+            common = [(u, h) for u, h in pairs if u in torch_hyp]
+            same = sum(" ".join(h.split()) == " ".join(torch_hyp[u].split()) for u, h in common)
+            cells.append(f"{same} / {len(common)}")
+            onnx = score_corpus([(u, ref[u], h) for u, h in common]).summary()[key] if common else None
+            pt = score_corpus([(u, ref[u], torch_hyp[u]) for u, _ in common]).summary()[key] if common else None
+            scores[mode] = (onnx, pt)  # type: ignore[assignment]
+        n_utts = sum(isinstance(h, dict) for h in hyps.values())
+        out.append("| " + " | ".join([str(r["system"]), str(r.get("precision", "")), str(n_utts)] + cells + [
+            f"{fmt(scores['N'][0])} / {fmt(scores['N'][1])}", f"{fmt(scores['P'][0])} / {fmt(scores['P'][1])}"]) + " |")
+    return out if len(out) > 2 else []
+
+
 def fmt(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.2f}"
 
@@ -522,6 +558,19 @@ def main() -> None:
           "audio fed in pieces as a live stream; accuracy of the ONNX runtime's own transcripts.")
         w("")
         w(md.read_text().strip())
+        agreement = onnx_agreement(rtf_rows, list(systems.values()), args.exp_dir, method, test_sets[0][0],
+                                   checkpoint)
+        if agreement:
+            w("")
+            w(f"ONNX streaming against the PyTorch decoding of the same weights (`{test_sets[0][0]}`, the "
+              "utterances of the RTF measurement, 1 thread): utterances whose transcript is identical, and the "
+              "error rates of both on these utterances. The two differ by design in three places: the ONNX "
+              "runtime computes its own fbank (kaldi-native-fbank, as sherpa-onnx) where decoding reads lhotse's, "
+              "it runs the encoder chunk by chunk with its caches where decoding masks a whole-utterance forward "
+              "(simulated streaming), and int8 quantizes the weights. So a few words may differ; a large gap "
+              "would be a bug.")
+            w("")
+            lines.extend(agreement)
     else:
         w("Not measured in this run (stage 5 did not run).")
     w("")

@@ -290,6 +290,7 @@ def run_config(system: System, files: Dict[str, Path], threads: int, int8: bool,
         "both_single_ratio": wall / wall_single if single and wall_single > 0 else None,
     }
     row.update(score(utts, hyps))
+    row["hyps"] = hyps  # per utterance and mode: make_results compares them with the PyTorch decoding
     logging.info("  -> RTF %.4f%s; WER %s, PuncER %s, CaseER %s, PC-WER %s", row["rtf"],
                  f" (both/single {row['both_single_ratio']:.3f})" if row["both_single_ratio"] else "",
                  *(_fmt(row[k]) for k in METRICS))

@@ -188,3 +188,27 @@ def test_missing_registry_is_a_clear_error(tmp_path):
     r = run(tmp_path / "nothing", tmp_path / "res", tmp_path)
     assert r.returncode != 0
     assert "systems.tsv is missing" in r.stderr
+
+
+def test_onnx_transcripts_are_compared_with_the_pytorch_decoding(tmp_path):
+    exp, results, data = tmp_path / "exp", tmp_path / "res", tmp_path / "data"
+    data.mkdir()
+    write_registry(exp, ["cond_p"])
+    refs = fabricate(exp, "cond_p", "test", lambda r: r, n_utts=10)
+    # the ONNX runtime agrees on 9 of 10 utterances: the last one loses its final mark (P) and word (N)
+    hyps = {u: {"P": r, "N": normalized(r)} for u, r in refs}
+    u_last, r_last = refs[-1]
+    hyps[u_last] = {"P": r_last[:-1], "N": " ".join(normalized(r_last).split()[:-1])}
+    row = {"system": "cond_p", "model_type": "conditioned", "num_threads": 1, "int8": False, "precision": "fp32",
+           "rtf": 0.1, "hyps": hyps}
+    (exp / "rtf.json").write_text(json.dumps({"rows": [row, {**row, "num_threads": 2}]}))
+    (exp / "rtf.md").write_text("| system | RTF |\n|---|---|\n| cond_p | 0.100 |\n")
+    r = run(exp, results, data)
+    assert r.returncode == 0, r.stderr
+    md = (results / "RESULTS.md").read_text()
+    section = md[md.index("ONNX streaming against the PyTorch decoding"):]
+    cells = row_cells(section, "ONNX streaming", "cond_p")
+    assert cells[1:5] == ["fp32", "10", "9 / 10", "9 / 10"]  # one row: the 1-thread run
+    onnx_wer, torch_wer = (float(x) for x in cells[5].split(" / "))
+    assert torch_wer == 0.0 and onnx_wer > 0.0
+    assert section.count("| cond_p |") == 1
