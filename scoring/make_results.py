@@ -330,6 +330,9 @@ def sig_marks(a: Optional[Outputs], ref: Optional[Outputs], level: float) -> Dic
     marks: Dict[str, str] = {}
     if a is None or ref is None or a is ref:
         return marks
+    if len(a.runs) != len(ref.runs):
+        # a single-seed system against a reference with several seeds: the runs of the first seed
+        a, ref = a.runs[0], ref.runs[0]
     for key, sa, sr in (("wer", a.n, ref.n), ("p", a.p, ref.p)):
         if sa is None or sr is None:
             continue
