@@ -87,6 +87,17 @@ def trained_tiny_model(tiny_corpus, tmp_path_factory):
     return exp_dir, TRAINED_EPOCHS
 
 
+def local_module(name: str):
+    """A data preparation script of local/ imported as a module; local/ goes on sys.path, since the
+    scripts import their siblings (``from tts import ...``) as they do when run."""
+    import importlib
+
+    local = str(ROOT / "local")
+    if local not in sys.path:
+        sys.path.insert(0, local)
+    return importlib.import_module(name)
+
+
 def benchmark_module(name: str):
     """A script of benchmarks/ imported as a module (no sys.path change)."""
     import importlib.util

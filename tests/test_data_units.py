@@ -6,14 +6,12 @@ utterance handling, selection, R data reading), local/make_subsets.py
 (prosody) and local/tts.py (tool check).
 """
 
-import importlib
 import random
 import re
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import local_module
 
 from zipformer_pc.data.references import (
     P_KEY,
@@ -27,15 +25,10 @@ from zipformer_pc.data.references import (
 )
 from zipformer_pc.text import normalized, punctuated
 
-ROOT = Path(__file__).resolve().parents[1]
-LOCAL = ROOT / "local"
-if str(LOCAL) not in sys.path:
-    sys.path.insert(0, str(LOCAL))
-
-pst = importlib.import_module("prepare_synth_text")
-make_subsets = importlib.import_module("make_subsets")
-tts = importlib.import_module("tts")
-synthesize = importlib.import_module("synthesize")
+pst = local_module("prepare_synth_text")
+make_subsets = local_module("make_subsets")
+tts = local_module("tts")
+synthesize = local_module("synthesize")
 
 
 # --------------------------------------------------------------------------- is_prose

@@ -8,7 +8,6 @@ speech.  The check of every wide pool entry is slow (``-m slow``).
 """
 
 import hashlib
-import importlib
 import os
 import shutil
 import subprocess
@@ -18,14 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import local_module
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCAL = ROOT / "local"
-if str(LOCAL) not in sys.path:
-    sys.path.insert(0, str(LOCAL))
-
-tts = importlib.import_module("tts")
-synthesize = importlib.import_module("synthesize")
+tts = local_module("tts")
+synthesize = local_module("synthesize")
 
 HELD_OUT_DIALECTS = ("en-gb-x-gbclan", "en-gb-x-gbcwmd")
 HAVE_TOOLS = all(shutil.which(t) for t in ("espeak-ng", "flite", "festival", "sox"))

@@ -61,6 +61,9 @@ train_options() {
   echo "${o[*]}"
 }
 
+# newest_checkpoint EXP: B of the newest checkpoint-B.pt in EXP (empty when none).
+newest_checkpoint() { { ls "$1"/checkpoint-*.pt 2>/dev/null || true; } | sed 's/.*checkpoint-\([0-9]*\)\.pt/\1/' | sort -n | tail -n 1; }
+
 # first_epoch EXP NUM_EPOCHS: the epoch a training resumes at (1 when no
 # epoch-E.pt is there; NUM_EPOCHS + 1 when it is finished).
 first_epoch() {

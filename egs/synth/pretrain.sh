@@ -76,14 +76,12 @@ fi
 bpe_dir=$(ls -d "$dir"/lang_bpe_* 2>/dev/null | head -n 1 || true)
 [ -n "$bpe_dir" ] || die "no tokenizer under $dir: run stage 0 first"
 
-# newest checkpoint-B.pt of an experiment (empty when none)
-newest() { { ls "$1"/checkpoint-*.pt 2>/dev/null || true; } | sed 's/.*checkpoint-\([0-9]*\)\.pt/\1/' | sort -n | tail -n 1; }
 
 # train NAME MODEL_TYPE MINUTES EXTRA...: train until MINUTES of training time, resuming
 train() {
   local name=$1 mtype=$2 minutes=$3; shift 3
   local exp=$exp_dir/$name b
-  b=$(newest "$exp")
+  b=$(newest_checkpoint "$exp")
   local resume=()
   [ -n "$b" ] && resume=(--start-batch "$b")
   log "Stage: $name ($mtype), until $minutes min of training${b:+, resuming from checkpoint-$b.pt}"
@@ -100,7 +98,7 @@ train() {
 # on the shipped averaged weights.
 shipped_init() {
   local name=$1
-  if [ -z "$(newest "$exp_dir/$name")" ] && [ -f "$out_dir/$name.pt" ]; then
+  if [ -z "$(newest_checkpoint "$exp_dir/$name")" ] && [ -f "$out_dir/$name.pt" ]; then
     log "No checkpoint in $exp_dir/$name: starting from the shipped $out_dir/$name.pt" >&2
     echo --init-from "$out_dir/$name.pt" --init-modules "$all_modules"
   fi
@@ -116,8 +114,8 @@ if run_this 2; then
   # the first call starts from the shipped conditioned model if there is one,
   # else from the norm model; later calls resume their own checkpoints
   read -r -a init <<< "$(shipped_init conditioned)"
-  if [ ${#init[@]} -eq 0 ] && [ -z "$(newest "$exp_dir/conditioned")" ]; then
-    nb=$(newest "$exp_dir/norm")
+  if [ ${#init[@]} -eq 0 ] && [ -z "$(newest_checkpoint "$exp_dir/conditioned")" ]; then
+    nb=$(newest_checkpoint "$exp_dir/norm")
     [ -n "$nb" ] || die "the norm model has no checkpoint: run stage 1 first"
     init=(--init-from "$exp_dir/norm/checkpoint-$nb.pt" --init-modules "$all_modules")
   fi
@@ -127,7 +125,7 @@ fi
 test_sets="test=$fbank/synth_cuts_test.jsonl.gz,test_ood=$fbank/synth_cuts_test_ood.jsonl.gz"
 if run_this 3; then
   for name in norm conditioned; do
-    b=$(newest "$exp_dir/$name")
+    b=$(newest_checkpoint "$exp_dir/$name")
     [ -n "$b" ] || die "$name has no checkpoint: run stages 1-2"
     log "Stage 3: decoding $name (--iter $b --avg $avg)"
     python3 -m zipformer_pc.decoding.decode --exp-dir "$exp_dir/$name" --iter "$b" --avg "$avg" \
@@ -137,7 +135,7 @@ if run_this 3; then
 fi
 
 if run_this 4; then
-  b=$(newest "$exp_dir/conditioned")
+  b=$(newest_checkpoint "$exp_dir/conditioned")
   [ -n "$b" ] || die "the conditioned model has no checkpoint: run stage 2"
   log "Stage 4: ONNX export of the conditioned model (--iter $b --avg $avg) and streaming RTF"
   rm -rf "$exp_dir/conditioned/onnx"

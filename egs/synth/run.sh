@@ -38,7 +38,7 @@
 #   --avg A                    decoding averages the weights over the last A of the 4 checkpoint
 #                              intervals of each run [2]
 #   --max-duration S           seconds of audio per training batch [60]
-#   --base-lr LR               peak learning rate [size preset]
+#   --base-lr LR               peak learning rate [0.045]
 #   --num-seeds K              train the proportion systems (Table III and cond_p) with K seeds:
 #                              --seed, --seed+1, ...; the tables show mean +- std [1]
 #   --encoder NAME             encoder config (from scratch) [tiny]
@@ -87,7 +87,7 @@ freeze_encoder=""
 num_batches=""
 avg=2
 max_duration=60
-base_lr=""
+base_lr=0.045
 num_seeds=1
 encoder=tiny
 nj=2
@@ -112,17 +112,14 @@ else
 fi
 if [ "$from_scratch" = true ]; then
   freeze_encoder=${freeze_encoder:-false}
-  def_lr=0.045
   [ "$freeze_encoder" = false ] || die "--freeze-encoder true needs a trained encoder: not with --from-scratch true"
 else
   freeze_encoder=${freeze_encoder:-true}
-  def_lr=0.045
   for f in norm.pt bpe.model; do
     [ -f "$init_dir/$f" ] || die "$init_dir/$f is missing: fine-tuning starts from the shipped models (or use --from-scratch true)"
   done
 fi
 num_batches=${num_batches:-$def_batches}
-base_lr=${base_lr:-$def_lr}
 rtf_utts=${rtf_utts:-$def_rtf}
 train_hours=${train_hours:-$def_hours}
 test_utts=${test_utts:-$def_test}
@@ -185,7 +182,6 @@ seeds_of() {
   case ",$tables," in *,III,*) k=$num_seeds ;; esac
   for ((i = 0; i < k; i++)); do echo $((seed + i)); done
 }
-newest_checkpoint() { { ls "$1"/checkpoint-*.pt 2>/dev/null || true; } | sed 's/.*checkpoint-\([0-9]*\)\.pt/\1/' | sort -n | tail -n 1; }
 init_modules=encoder,decoders,joiners,simple_am_proj,simple_lm_proj,ctc_output
 protocol="fine-tuned from $init_dir/norm.pt"
 [ "$freeze_encoder" = true ] && protocol="$protocol (encoder frozen: predictor and joiner trained)"

@@ -32,6 +32,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 
+from zipformer_pc.features import encoder_frames
 from zipformer_pc.options import str2bool
 
 CACHE_VERSION = 1
@@ -151,7 +152,7 @@ class EncoderCache:
         ``feature_lens`` guards against a cache of other features: the lengths must be the encoder's."""
         outs = [self.outputs[c] for c in cut_ids]
         lens = torch.tensor([o.size(0) for o in outs], dtype=torch.long)
-        expected = ((feature_lens.cpu() - 7) // 2 + 1) // 2
+        expected = torch.tensor([encoder_frames(int(n)) for n in feature_lens], dtype=torch.long)
         if not torch.equal(lens, expected):
             raise ValueError(f"{self.path}: cached lengths {lens.tolist()} differ from the features' "
                              f"{expected.tolist()} (cuts {list(cut_ids)[:3]}...): a cache of other features")
