@@ -73,6 +73,8 @@ def test_encoder_cache_holds_the_streaming_encoder_outputs_and_replaces_the_enco
     from lhotse import CutSet, load_manifest_lazy
     from lhotse.dataset.collation import collate_features
 
+    from zipformer_pc.decoding.decode import encode_utterances
+    from zipformer_pc.features import encoder_frames, tail_padded_frames
     from zipformer_pc.training.encoder_cache import EncoderCache, load_frozen_encoder
 
     train = tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"
@@ -82,14 +84,16 @@ def test_encoder_cache_holds_the_streaming_encoder_outputs_and_replaces_the_enco
     run(cmd)
     assert "is up to date" in run(cmd).stderr  # idempotent
 
-    # the cached outputs are the encoder's, run alone on each cut in simulated streaming (chunk 32, left 128)
+    # the cached outputs are what decoding sees: the encoder run alone on each cut and its tail
+    # silence, chunk by chunk (chunk 32, left 128), as the streaming runtime runs it
     cache = EncoderCache(cache_path, seed_ckpt)
     encoder, _ = load_frozen_encoder(seed_ckpt)
     cuts = list(load_manifest_lazy(train))
     for cut in cuts[:3]:
         feats, lens = collate_features(CutSet.from_cuts([cut]))
         with torch.no_grad():
-            out, out_lens = encoder(feats, lens, chunk_size=32, left_context_frames=128)
+            out, out_lens = encode_utterances(encoder, feats, lens, 32, 128, streaming=True)
+        assert int(out_lens[0]) == encoder_frames(tail_padded_frames(int(lens[0]), 32)) > encoder_frames(int(lens[0]))
         got, got_lens = cache.lookup([cut.id], lens)
         assert int(got_lens[0]) == int(out_lens[0])
         torch.testing.assert_close(got[0], out[0], atol=2e-2, rtol=1e-2)  # float16 storage

@@ -113,7 +113,7 @@ def test_loss_is_alpha_weighted_per_utterance_mean(alpha):
     expected = (1 - alpha) * out["loss_n"] + alpha * out["loss_p"]
     assert torch.allclose(out["loss"], expected)
     # loss_n is the mean over the utterances: summed loss / 3
-    enc, enc_lens = m.encoder(feats, lens)
+    enc, enc_lens = m.encode(feats, lens)
     total = m.forward_head(enc, enc_lens, tn, MODE_N, LossConfig())
     assert torch.allclose(out["loss_n"], total / 3, rtol=1e-5)
 
@@ -427,7 +427,7 @@ def test_auxiliary_ctc_loss_adds_to_the_loss_and_trains_its_output():
     assert b["loss_ctc"].item() > 0
     torch.testing.assert_close(b["loss"], a["loss"] + 0.3 * b["loss_ctc"])
     # the per-utterance CTC mean equals torch's own CTC on each utterance
-    enc, enc_lens = model.encoder(feats, lens)
+    enc, enc_lens = model.encode(feats, lens)
     per_utt = [float(model.ctc_loss(enc[i:i + 1], enc_lens[i:i + 1], [tn[i]]).detach()) for i in range(3)]
     assert abs(b["loss_ctc"].item() - sum(per_utt) / 3) < 1e-3
     model.train()

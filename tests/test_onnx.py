@@ -1,5 +1,5 @@
 """ONNX export and the onnxruntime streaming recognizer: export self-check,
-parity with PyTorch chunk-wise streaming and with sherpa-onnx, arbitrary
+parity with the recipe's PyTorch decoding and with sherpa-onnx, arbitrary
 audio pieces, resampling, empty input, the CLI."""
 
 import subprocess
@@ -14,7 +14,8 @@ import torch
 
 from zipformer_pc.decoding.beam_search import greedy_search_batch
 from zipformer_pc.training.checkpoint import load_model_for_inference
-from zipformer_pc.features import knf_fbank
+from zipformer_pc.decoding.decode import encode_utterances
+from zipformer_pc.features import TAIL_SILENCE_FRAMES, knf_fbank, tail_padded_frames
 from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
 from zipformer_pc.modes import MODE_N, MODE_P
 from zipformer_pc.export.onnx_export import check_export, export_model
@@ -197,19 +198,26 @@ def test_unk_is_read_as_blank_like_sherpa_onnx(tmp_path, tokens_file):
     assert s.num_chunks > 0 and rec.get_tokens(s) == {"P": []}
 
 
-def test_tail_padding_completes_the_last_chunk(tmp_path, tokens_file):
+def test_tail_padding_adds_the_recipes_tail_silence_and_completes_the_last_chunk(tmp_path, tokens_file):
     export_model(random_model("punct"), tmp_path, tokens_file, CHUNK, LEFT)
     rec = StreamingRecognizer.from_dir(tmp_path)
-    for seconds in (0.3, 1.0, 1.37, 2.56):
+    for seconds in (0.01, 0.3, 1.0, 1.37, 2.56, 2.63, 2.64):
         n = int(seconds * 16000)
         s = rec.create_stream()
         s.accept_waveform(16000, np.full(n, 0.01, np.float32))
         s.input_finished()
         rec.decode_stream(s)
         frames = (n + 80) // 160
-        real_out = (frames - 7) // 2  # 50 Hz frames of the audio itself
-        assert s.num_chunks == -(-real_out // CHUNK), seconds
+        # the chunks hold the audio and at least TAIL_SILENCE_FRAMES of silence, and no
+        # chunk more than that needs (the encoder reads 2 chunk + 7 frames per chunk)
+        read = 2 * CHUNK * s.num_chunks + 7
+        assert frames + TAIL_SILENCE_FRAMES <= read < frames + TAIL_SILENCE_FRAMES + 2 * CHUNK, seconds
+        assert read == tail_padded_frames(frames, CHUNK)
         assert s.fbank.num_frames_ready - s.frame_offset < rec.T  # nothing left undecoded
+    s = rec.create_stream()
+    s.input_finished()
+    rec.decode_stream(s)
+    assert s.num_chunks == 0  # an empty stream runs nothing
 
 
 # ---------------------------------------------------------------------------
@@ -291,37 +299,41 @@ def test_export_cli_writes_a_checked_sherpa_onnx_set(trained_tiny_model, tiny_co
 
 
 @torch.no_grad()
-def torch_chunkwise_streaming(model, samples: np.ndarray, rec: StreamingRecognizer):
-    """PyTorch reference: the same padded audio, fbank, chunk-by-chunk
-    ``streaming_forward`` with carried states, greedy search per mode."""
-    pad = rec.tail_padding_frames(len(samples), 0) * rec.frame_shift
-    feats = torch.from_numpy(knf_fbank(np.concatenate([samples, np.zeros(pad, np.float32)])))
-    enc = model.encoder
-    states = enc.get_init_states(1, CHUNK, LEFT)
-    outs = []
-    start = 0
-    while start + rec.T <= feats.size(0):
-        out, _, states = enc.streaming_forward(feats[start : start + rec.T].unsqueeze(0), None, states)
-        outs.append(out)
-        start += rec.decode_chunk_len
-    if not outs:
-        return {"P": [], "N": []}
-    enc_out = torch.cat(outs, dim=1)
-    lens = torch.tensor([enc_out.size(1)])
+def recipe_decoding(model, samples: np.ndarray, streaming: bool):
+    """PyTorch reference: what ``zipformer_pc.decoding.decode`` does with an
+    utterance (the features of the audio alone, its tail silence added by
+    ``encode_utterances``, chunked attention in one call or chunk by chunk),
+    greedy search per mode.  Nothing here comes from the runtime."""
+    feats = torch.from_numpy(knf_fbank(samples)).unsqueeze(0)
+    enc_out, lens = encode_utterances(model.encoder, feats, torch.tensor([feats.size(1)]), CHUNK, LEFT,
+                                      streaming=streaming)
     return {name: greedy_search_batch(model, enc_out, lens, mode)[0] for name, mode in (("P", MODE_P), ("N", MODE_N))}
 
 
 @pytest.mark.slow
-def test_onnx_streaming_equals_pytorch_chunkwise_streaming(exported, test_audio):
+def test_onnx_streaming_equals_the_recipes_pytorch_decoding(exported, test_audio):
+    """The runtime transcribes as the recipe's decoding scores: the same tokens to the last
+    one (the end of a stream is where they used to differ: decoding masked the end of the
+    utterance, a cue the runtime never has, and the final punctuation mark was lost),
+    for utterances that end anywhere in a chunk, right at its end included."""
     out, model = exported
     rec = StreamingRecognizer.from_dir(out)
     torch.set_num_threads(1)
-    for uid, x in test_audio:
+    chunk_samples = rec.decode_chunk_len * rec.frame_shift
+    cases = list(test_audio)
+    uid, x = test_audio[0]
+    # the same speech cut to end right at a chunk boundary, one frame after it, and mid-chunk
+    for cut in (4 * chunk_samples + 7 * rec.frame_shift, 4 * chunk_samples + 8 * rec.frame_shift,
+                4 * chunk_samples + chunk_samples // 2):
+        cases.append((f"{uid}[:{cut}]", x[:cut]))
+    for uid, x in cases:
         s = rec.create_stream()
         s.accept_waveform(16000, x)
         s.input_finished()
         rec.decode_stream(s)
-        assert rec.get_tokens(s) == torch_chunkwise_streaming(model, x, rec), uid
+        got = rec.get_tokens(s)
+        assert got == recipe_decoding(model, x, streaming=False) == recipe_decoding(model, x, streaming=True), uid
+        assert s.fbank.num_frames_ready - s.frame_offset < rec.T  # nothing left undecoded
 
 
 @pytest.mark.slow

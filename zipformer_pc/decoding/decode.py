@@ -41,6 +41,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from zipformer_pc.decoding.beam_search import search
+from zipformer_pc.features import SILENCE_LOG_MEL
+from zipformer_pc.model.zipformer import add_tail_silence
 from zipformer_pc.training.checkpoint import load_model_for_inference
 from zipformer_pc.data.datamodule import PCAsrDataModule
 from zipformer_pc.data.tokenizer import Tokenizer
@@ -108,15 +110,28 @@ def parse_test_sets(spec: str) -> List[Tuple[str, str]]:
     return out
 
 
+def encode_utterances(encoder, feats: torch.Tensor, lens: torch.Tensor, chunk: int, left: int,
+                      streaming: bool = True):
+    """Encoder output of whole utterances followed by their tail silence, as the
+    streaming runtime sees them: chunk by chunk (``streaming``) or in one call with
+    chunked attention."""
+    feats, lens = add_tail_silence(feats, lens, chunk)
+    if streaming:
+        return streaming_encode(encoder, feats, lens, chunk, left)
+    return encoder(feats, lens, chunk_size=chunk, left_context_frames=left)
+
+
 def streaming_encode(encoder, feats: torch.Tensor, lens: torch.Tensor, chunk: int, left: int):
-    """Run ``encoder.streaming_forward`` chunk by chunk over whole utterances."""
+    """Run ``encoder.streaming_forward`` chunk by chunk over whole utterances
+    (frames beyond ``lens`` are masked: :func:`encode_utterances` adds the tail
+    silence the runtime runs over)."""
     n = feats.size(0)
     shift = encoder.chunk_shift_frames(chunk)
     need = encoder.chunk_feature_frames(chunk)
     t = feats.size(1)
     num_chunks = max(1, -(-max(t - (need - shift), 1) // shift))
     total = (num_chunks - 1) * shift + need
-    feats = torch.nn.functional.pad(feats, (0, 0, 0, total - t), value=-23.0259)  # log(1e-10): silence
+    feats = torch.nn.functional.pad(feats, (0, 0, 0, total - t), value=SILENCE_LOG_MEL)
     states = encoder.get_init_states(n, chunk, left)
     outs = []
     for c in range(num_chunks):
@@ -140,14 +155,11 @@ def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restore
     for batch in dl:
         feats, lens = batch["features"], batch["feature_lens"]
         if feats.size(1) < MIN_FRAMES:
-            feats = torch.nn.functional.pad(feats, (0, 0, 0, MIN_FRAMES - feats.size(1)), value=-23.0259)
+            feats = torch.nn.functional.pad(feats, (0, 0, 0, MIN_FRAMES - feats.size(1)), value=SILENCE_LOG_MEL)
         t0 = time.perf_counter()
         feats, lens = feats.to(device), lens.to(device)
-        if args.streaming:
-            enc, enc_lens = streaming_encode(model.encoder, feats, lens, args.chunk_size, args.left_context_frames)
-        else:
-            enc, enc_lens = model.encoder(feats, lens, chunk_size=args.chunk_size,
-                                          left_context_frames=args.left_context_frames)
+        enc, enc_lens = encode_utterances(model.encoder, feats, lens, args.chunk_size, args.left_context_frames,
+                                          streaming=args.streaming)
         for m in modes:
             if restorer is not None and m in RESTORED_FROM:
                 continue  # the cascade's P comes from its N output below

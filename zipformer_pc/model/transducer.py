@@ -26,6 +26,7 @@ import torch.nn as nn
 from zipformer_pc.model.decoder import Decoder
 from zipformer_pc.model.joiner import Joiner
 from zipformer_pc.model.loss import LossConfig, pad_targets, transducer_loss
+from zipformer_pc.model.zipformer import add_tail_silence
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, MODEL_TYPES, searched_modes
 
 
@@ -146,11 +147,14 @@ class Transducer(nn.Module):
             p.requires_grad_(not frozen)
 
     def encode(self, features: torch.Tensor, feature_lens: torch.Tensor):
-        if not self.encoder_frozen:
-            return self.encoder(features, feature_lens)
+        """Encoder output of utterances followed by their tail silence (``add_tail_silence``);
+        in training mode with the chunk configuration drawn at random (when causal)."""
         was_training = self.encoder.training
-        # chunk configuration as in training (drawn at random), computed in eval mode
         chunk, left = self.encoder.draw_chunk_config() if was_training and self.encoder.config.causal else (-1, -1)
+        features, feature_lens = add_tail_silence(features, feature_lens, chunk)
+        if not self.encoder_frozen:
+            return self.encoder(features, feature_lens, chunk_size=chunk, left_context_frames=left)
+        # a frozen encoder runs in eval mode (no dropout or feature masking)
         self.encoder.eval()
         try:
             with torch.no_grad():

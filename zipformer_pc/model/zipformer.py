@@ -67,6 +67,7 @@ from .scaling import (
     scaled_linear,
 )
 from .subsampling import Conv2dSubsampling
+from ..features import SILENCE_LOG_MEL, tail_padded_frames
 
 __all__ = [
     "EncoderConfig",
@@ -664,6 +665,29 @@ def upsample(x: Tensor, factor: int, num_frames: int) -> Tensor:
     n, t, c = x.shape
     x = x.unsqueeze(2).expand(n, t, factor, c).reshape(n, t * factor, c)
     return x[:, :num_frames]
+
+
+def add_tail_silence(x: Tensor, x_lens: Tensor, chunk_size: int) -> Tuple[Tensor, Tensor]:
+    """Append the silence every utterance is encoded with (training, decoding and
+    the streaming runtime alike; :func:`zipformer_pc.features.tail_padded_frames`).
+
+    Args:
+      x: (N, T, F) features, frames at or beyond ``x_lens`` being padding.
+      x_lens: (N,) real frames per utterance.
+      chunk_size: the attention chunk the encoder runs with (50 Hz frames,
+        <= 0: full context).
+    Returns:
+      (x', x_lens'): each utterance followed by silence (:data:`SILENCE_LOG_MEL`)
+      up to its new length, which counts the silence as valid frames.
+    """
+    new_lens = torch.tensor([tail_padded_frames(int(n), chunk_size) for n in x_lens.tolist()],
+                            dtype=x_lens.dtype, device=x_lens.device)
+    t = max(int(new_lens.max()) if len(new_lens) else 0, x.size(1))
+    out = x.new_full((x.size(0), t, x.size(2)), SILENCE_LOG_MEL)
+    frame = torch.arange(x.size(1), device=x.device).unsqueeze(0)
+    real = (frame < x_lens.unsqueeze(1)).unsqueeze(-1)
+    out[:, : x.size(1)] = torch.where(real, x, out[:, : x.size(1)])
+    return out, new_lens
 
 
 def _ceil_div(x: Tensor, d: int) -> Tensor:

@@ -49,7 +49,7 @@ import kaldi_native_fbank as knf
 import numpy as np
 import onnxruntime as ort
 
-from zipformer_pc.features import knf_fbank_options, options_from_metadata
+from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
 from zipformer_pc.runtime.endpoint import EndpointConfig
 from zipformer_pc.runtime.stream import ModeState, Segment, Stream
@@ -207,15 +207,17 @@ class StreamingRecognizer:
     def create_stream(self) -> Stream:
         return Stream(self)
 
-    def tail_padding_frames(self, num_samples: int, chunks_done: int) -> int:
-        """Silence frames to append so every real encoder frame is in a complete chunk."""
+    def tail_padding_frames(self, num_samples: int, chunks_done: int = 0) -> int:
+        """Silence frames to append at the end of a stream of ``num_samples``: the tail
+        silence every utterance is encoded with in training and decoding
+        (``features.tail_padded_frames``: at least ``TAIL_SILENCE_FRAMES``, then up
+        to the end of the last chunk and its look-ahead).  None for an empty stream."""
         frames = (num_samples + self.frame_shift // 2) // self.frame_shift  # snip_edges=False
-        out_frames = max(0, (frames - 7) // 2)  # 50 Hz frames of the real audio
-        chunk = self.decode_chunk_len // 2
-        chunks = max(chunks_done, -(-out_frames // chunk))
-        if chunks == 0:
+        if frames == 0 and chunks_done == 0:
             return 0
-        needed = self.decode_chunk_len * (chunks - 1) + self.T
+        needed = tail_padded_frames(frames, self.decode_chunk_len // 2)
+        # the chunks already run never need more than this (a chunk runs once T frames are in)
+        needed = max(needed, self.decode_chunk_len * max(chunks_done - 1, 0) + self.T)
         return max(0, needed - frames)
 
     # -- decoding --------------------------------------------------------

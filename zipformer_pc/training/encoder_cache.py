@@ -10,8 +10,9 @@ loss.
 
 The outputs are those of simulated streaming with the decoding configuration
 (``--chunk-size``, ``--left-context-frames``; eval mode: no dropout or
-feature masking), so the heads learn on exactly what they see when decoding
-and in the exported streaming model.
+feature masking), each utterance followed by its tail silence
+(``model.zipformer.add_tail_silence``), so the heads learn on exactly what
+they see when decoding and in the exported streaming model.
 
 Usage:
   python -m zipformer_pc.training.encoder_cache --init-from egs/synth/pretrained/norm.pt \\
@@ -32,10 +33,11 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 
-from zipformer_pc.features import encoder_frames
+from zipformer_pc.features import encoder_frames, tail_padded_frames
+from zipformer_pc.model.zipformer import add_tail_silence
 from zipformer_pc.options import str2bool
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: outputs include the tail silence (features.tail_padded_frames)
 
 
 def file_digest(path: Path) -> str:
@@ -96,6 +98,7 @@ def compute_cache(init_from: Path, cuts_paths: Sequence[Path], output: Path, chu
     with torch.no_grad(), tqdm(total=round(total), unit="s audio", desc="encoder cache", mininterval=10) as bar:
         for batch in _batches(cuts, max_duration):
             feats, lens = collate_features(CutSet.from_cuts(batch))
+            feats, lens = add_tail_silence(feats, lens, chunk_size)
             out, out_lens = encoder(feats, lens, chunk_size=chunk_size, left_context_frames=left_context_frames)
             for i, c in enumerate(batch):
                 outputs[c.id] = out[i, : int(out_lens[i])].to(torch.float16).clone()
@@ -152,7 +155,8 @@ class EncoderCache:
         ``feature_lens`` guards against a cache of other features: the lengths must be the encoder's."""
         outs = [self.outputs[c] for c in cut_ids]
         lens = torch.tensor([o.size(0) for o in outs], dtype=torch.long)
-        expected = torch.tensor([encoder_frames(int(n)) for n in feature_lens], dtype=torch.long)
+        expected = torch.tensor([encoder_frames(tail_padded_frames(int(n), self.chunk_size)) for n in feature_lens],
+                                dtype=torch.long)
         if not torch.equal(lens, expected):
             raise ValueError(f"{self.path}: cached lengths {lens.tolist()} differ from the features' "
                              f"{expected.tolist()} (cuts {list(cut_ids)[:3]}...): a cache of other features")
