@@ -199,12 +199,34 @@ def test_sherpa_vs_ours_runs_a_tiny_model(capsys):
     assert results["fp32"]["agree"] == {"P": 1, "N": 1}  # same decoding as sherpa-onnx
     lines = out.splitlines()
     rows = [line.split() for line in lines if line.startswith(("fp32 ", "int8 ")) and "both" not in line]
-    assert [(r[0], r[1]) for r in rows] == [("fp32", "P"), ("fp32", "N"), ("int8", "P"), ("int8", "N")]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("fp32", "1", "P"), ("fp32", "1", "N"), ("int8", "1", "P"),
+                                                  ("int8", "1", "N")]
     for r in rows:
-        sherpa_rtf, ours_rtf, ratio = map(float, r[2:5])
+        sherpa_rtf, ours_rtf, ratio = map(float, r[3:6])
         # the three are printed rounded (RTFs to 4 decimals, the ratio to 2): allow for that
         slack = 0.0051 + 0.00005 * (1 / sherpa_rtf + ours_rtf / sherpa_rtf**2)
         assert sherpa_rtf > 0 and ours_rtf > 0 and ratio == pytest.approx(ours_rtf / sherpa_rtf, abs=slack)
     both = [line for line in lines if line.startswith(("fp32 ", "int8 ")) and " both " in line]
     assert [line.split()[0] for line in both] == ["fp32", "int8"]
     assert all("single P" in line and "single N" in line and "both/single" in line for line in both)
+
+
+def test_sherpa_vs_ours_compares_each_sides_best_thread_setting(capsys):
+    results = sherpa_vs_ours.main(["--encoder", "tiny", "--duration", "1.5", "--num-utts", "1", "--repeats", "1",
+                                   "--precisions", "fp32", "--threads", "1,2"])
+    out = capsys.readouterr().out
+    assert set(results) == {"fp32-t1", "fp32-t2", "fp32-best-P", "fp32-best-N"}
+    assert [results[k]["threads"] for k in ("fp32-t1", "fp32-t2")] == [1, 2]
+    runs = [results["fp32-t1"], results["fp32-t2"]]
+    for m in ("P", "N"):
+        best = results[f"fp32-best-{m}"]
+        # each side's best is its fastest thread setting, and the ratio is of those two
+        fastest_sherpa = min(runs, key=lambda r: r["best"][f"sherpa-{m}"])
+        fastest_ours = min(runs, key=lambda r: r["best"][f"ours-{m}"])
+        assert best["sherpa_threads"] == fastest_sherpa["threads"]
+        assert best["ours_threads"] == fastest_ours["threads"]
+        assert best["ratio"] == pytest.approx(best["ours_rtf"] / best["sherpa_rtf"])
+        assert f"fp32      {m}    sherpa-onnx" in out
+    assert all(r["agree"] == {"P": 1, "N": 1} for r in runs)  # the thread count changes no text
+    with pytest.raises(SystemExit, match="--threads"):
+        sherpa_vs_ours.main(["--threads", "0"])
