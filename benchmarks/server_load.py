@@ -5,6 +5,7 @@ Usage:
   python benchmarks/server_load.py                                   # random tiny model, 1..32 streams
   python benchmarks/server_load.py --model-dir egs/synth/exp/conditioned/onnx --streams 1,8,32
   python benchmarks/server_load.py --encoder paper --seconds 12 --speed 2
+  python benchmarks/server_load.py --model-dir egs/synth/exp/cond_p/onnx --output-md load.md --output-json load.json
 
 For each number of streams in ``--streams``, that many clients connect at
 once to a server process (``python -m zipformer_pc.server``, started here) and
@@ -29,11 +30,17 @@ is exported to a temporary directory, its joiners re-weighted to emit on about
 (``benchmarks/sherpa_vs_ours.py``).  On a shared machine the figures move
 with the other load; the server uses one worker thread (``--num-threads`` of
 the encoder).
+
+``--output-md`` writes the table in markdown with the settings (machine,
+threads, model, audio) above it and what the columns mean below it;
+``--output-json`` writes the same figures (latencies in seconds) and the
+command.  Both are written whatever the exit status.
 """
 
 import argparse
 import asyncio
 import json
+import shlex
 import shutil
 import socket
 import subprocess
@@ -47,6 +54,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from zipformer_pc.export.random_model import build_random_export, synthetic_utterance
+from zipformer_pc.machine import describe_machine
 from zipformer_pc.runtime import StreamingRecognizer
 from zipformer_pc.runtime.endpoint import EndpointConfig
 from zipformer_pc.server.app import Decoder
@@ -104,6 +112,45 @@ def _ms(ps: Dict[str, float], key: str) -> str:
     return f"{ps[key] * 1000:.0f}" if key in ps else "-"
 
 
+def text_row(r: dict) -> str:
+    """A row as printed (the columns of the printed header)."""
+    lat, end = r["result_latency"], r["end_latency"]
+    return (f"{r['streams']:>7} {r['audio_seconds']:>8.1f} {r['wall_seconds']:>7.1f} {r['agg_rtf']:>8.3f} "
+            f"{r['worker_load']:>7.2f} {_ms(lat, 'p50'):>8} {_ms(lat, 'p90'):>6} {_ms(lat, 'p99'):>6} "
+            f"{_ms(end, 'p50'):>8} {_ms(end, 'p99'):>6}  {r['identical']}/{r['streams']}")
+
+
+MD_COLUMNS = ("streams", "audio s", "wall s", "agg RTF", "worker load", "result latency ms (p50 / p90 / p99)",
+              "end latency ms (p50 / p99)", "identical")
+COLUMNS_NOTE = ("agg RTF: the server's decoding time (its worker thread: features, encoder, search) over the audio "
+                "it received; worker load: that time over the row's wall time (near 1.0 the worker never rests and "
+                "the streams start to lag). Result latency: from sending the audio up to a partial's or final's "
+                "time to receiving that message (a chunk's own duration is not in it); end latency: from sending "
+                "a stream's end to its `done`; identical: streams whose finals (segments, times, P and N text) "
+                "equal the offline runtime's on the same audio.")
+
+
+def markdown(info: dict) -> str:
+    """The table of ``info["rows"]``: the settings above it, what the columns mean below it."""
+    speed = f"{info['speed']:g}x real time" if info["speed"] else "as fast as the server takes it"
+    lines = [f"The server (`python -m zipformer_pc.server`, one worker thread for all streams, encoder with "
+             f"{info['num_threads']} intra-op thread(s)) serving the {info['precision']} model {info['model']} on "
+             f"{info['machine']}. Each stream: {info['seconds']:g} s of speech-like audio (a phrase, a pause, a "
+             f"phrase) sent at {speed} in {info['piece_seconds']:g} s pieces. Offline runtime RTF "
+             f"{info['offline_rtf']:.3f} (one stream at a time, the benchmark's process).", "",
+             "| " + " | ".join(MD_COLUMNS) + " |", "|" + "---|" * len(MD_COLUMNS)]
+    for r in info["rows"]:
+        lat, end = r["result_latency"], r["end_latency"]
+        cells = [str(r["streams"]), f"{r['audio_seconds']:.1f}", f"{r['wall_seconds']:.1f}", f"{r['agg_rtf']:.3f}",
+                 f"{r['worker_load']:.2f}", " / ".join(_ms(lat, k) for k in ("p50", "p90", "p99")),
+                 f"{_ms(end, 'p50')} / {_ms(end, 'p99')}", f"{r['identical']}/{r['streams']}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", COLUMNS_NOTE]
+    lines += [f"\nLeft over on the server after the {r['streams']}-stream row: {r['leftover']}"
+              for r in info["rows"] if r["leftover"]]
+    return "\n".join(lines) + "\n"
+
+
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, default=None, help="an existing export (default: a random model)")
@@ -116,11 +163,14 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--piece-seconds", type=float, default=0.1, help="audio per message [0.1]")
     p.add_argument("--num-threads", type=int, default=1, help="the server's encoder threads [1]")
     p.add_argument("--keep-dir", type=Path, default=None, help="export the random model here and keep it")
+    p.add_argument("--output-md", type=Path, default=None, help="write the table (markdown) with its settings here")
+    p.add_argument("--output-json", type=Path, default=None, help="write every figure and the command here")
     return p
 
 
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
+    command = "python benchmarks/server_load.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     try:
         args.streams = sorted({int(n) for n in args.streams.split(",") if n.strip()})
     except ValueError:
@@ -131,14 +181,17 @@ def main(argv=None) -> int:
     tmp: Optional[Path] = None
     if args.model_dir is not None:
         model_dir = args.model_dir
+        model = f"`{model_dir}`"
     else:
         model_dir = args.keep_dir or Path(tempfile.mkdtemp(prefix="server_load_"))
         tmp = None if args.keep_dir else model_dir
         t0 = time.perf_counter()
         desc, params = build_random_export(model_dir, audio[0], args.encoder, emit_fraction=args.emit_fraction)
         print(f"exported {desc} ({params / 1e6:.1f}M parameters) in {time.perf_counter() - t0:.0f} s", flush=True)
+        model = f"{desc} ({params / 1e6:.1f}M parameters)"
     port = _free_port()
     log = open(Path(tempfile.gettempdir()) / f"server_load_{port}.log", "w")
+    rows: List[dict] = []
     try:
         # the server's defaults: endpoint rules on, sherpa-onnx's values
         rec = StreamingRecognizer.from_dir(model_dir, args.int8, endpoint=EndpointConfig())
@@ -167,12 +220,14 @@ def main(argv=None) -> int:
                 seconds = after["audio_seconds"] - before["audio_seconds"]
                 same = sum(r.ok and [_comparable(f) for f in r.finals] == expected[i] for i, r in enumerate(results))
                 bad += n - same
-                lat = percentiles([x for r in results for x in r.latencies])
-                end = percentiles([r.end_latency for r in results if r.end_latency is not None])
-                print(f"{n:>7} {seconds:>8.1f} {wall:>7.1f} {decode / max(seconds, 1e-9):>8.3f} "
-                      f"{decode / wall:>7.2f} {_ms(lat, 'p50'):>8} {_ms(lat, 'p90'):>6} {_ms(lat, 'p99'):>6} "
-                      f"{_ms(end, 'p50'):>8} {_ms(end, 'p99'):>6}  {same}/{n}", flush=True)
-                if after["streams"] or after["live_stream_objects"] or after["connections"]:
+                leftover = after if after["streams"] or after["live_stream_objects"] or after["connections"] else None
+                rows.append({"streams": n, "audio_seconds": seconds, "wall_seconds": wall,
+                             "agg_rtf": decode / max(seconds, 1e-9), "worker_load": decode / wall,
+                             "result_latency": percentiles([x for r in results for x in r.latencies]),
+                             "end_latency": percentiles([r.end_latency for r in results if r.end_latency is not None]),
+                             "identical": same, "leftover": leftover})
+                print(text_row(rows[-1]), flush=True)
+                if leftover:
                     print(f"  leftover after the row: {after}")
                     bad += 1
             print("latencies in ms; agg RTF = server decoding time / audio; worker = that time / wall time")
@@ -183,6 +238,15 @@ def main(argv=None) -> int:
         log.close()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+    info = {"command": command, "machine": describe_machine(), "model": model, "model_dir": str(model_dir),
+            "precision": "int8" if args.int8 else "fp32", "num_threads": args.num_threads, "seconds": args.seconds,
+            "speed": args.speed, "piece_seconds": args.piece_seconds, "offline_rtf": offline_rtf,
+            "segments_per_stream": [len(e) for e in expected], "rows": rows}
+    for path, text in ((args.output_md, markdown(info)), (args.output_json, json.dumps(info, indent=1) + "\n")):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
     return 1 if bad else 0
 
 

@@ -9,9 +9,11 @@ Usage (stage 6 of egs/synth/run.sh and egs/librispeech/run.sh calls it):
 Reads the experiment plan (``--plan``: which systems, in which tables, under
 which label and RTF row), every system's
 ``greedy_search/recogs-*`` files written by ``zipformer_pc.decoding.decode``, the
-streaming RTF table of ``scoring/measure_rtf.py`` (``EXP_DIR/rtf.json``) and the
-stage timings (``EXP_DIR/timing.tsv``), and writes ``RESULTS_DIR/RESULTS.md``
-and ``RESULTS_DIR/figures/*.png``:
+streaming RTF table of ``scoring/measure_rtf.py`` (``EXP_DIR/rtf.json``), its
+latency table (``EXP_DIR/latency.md``), the server load table of
+``benchmarks/server_load.py`` (``EXP_DIR/load.md``) and the stage timings
+(``EXP_DIR/timing.tsv``), and writes ``RESULTS_DIR/RESULTS.md`` and
+``RESULTS_DIR/figures/*.png``:
 
 * Table I: the paper's configurations on the first ``--test-set``, with the
   parameter count and the streaming RTF;
@@ -19,7 +21,9 @@ and ``RESULTS_DIR/figures/*.png``:
 * Table III: the conditioned model with punctuated proportions 1, 0.5, 0.35,
   0.2, 0.05, fixed subsets against the paper's random per-batch split;
 * the alpha sweep; per-mark PER (LibriSpeech-PC layout) of the conditioned
-  model; the ONNX streaming table.
+  model; the ONNX streaming table;
+* caption latency and stability per chunk size, and the server under load
+  (each with the command that measured it, or how to measure it).
 
 Every metric is recomputed here from the recognitions with
 ``zipformer_pc.metrics`` (WER from the N output, the others from the P
@@ -35,12 +39,11 @@ import csv
 import datetime
 import json
 import logging
-import os
-import platform
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+from zipformer_pc.machine import describe_machine
 from zipformer_pc.metrics import CorpusScore, compare_systems, per_mark_table, score_corpus
 from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_transcripts
 
@@ -243,26 +246,10 @@ def read_timing(exp_dir: Path) -> List[Tuple[str, int, str]]:
     return rows
 
 
-def machine_description() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal"):
-                mem = f", {int(line.split()[1]) / 1024 / 1024:.0f} GiB RAM"
-                break
-    except OSError:
-        pass
-    gpus = sorted(Path("/proc/driver/nvidia/gpus").glob("*")) if Path("/proc/driver/nvidia/gpus").is_dir() else []
-    gpu = f"{len(gpus)} NVIDIA GPU(s)" if gpus else "no GPU"
-    return f"{cpu}, {os.cpu_count()} cores{mem}, {gpu}, {platform.system()} {platform.release()}"
+def measurement(exp_dir: Path, stem: str) -> Tuple[Optional[str], Dict[str, Any]]:
+    """``EXP_DIR/STEM.md`` (None when absent) and the fields of ``EXP_DIR/STEM.json`` ({} when absent)."""
+    md, js = exp_dir / f"{stem}.md", exp_dir / f"{stem}.json"
+    return (md.read_text().strip() if md.is_file() else None), (json.loads(js.read_text()) if js.is_file() else {})
 
 
 def code_version() -> str:
@@ -395,13 +382,11 @@ def main() -> None:
         return pooled(outs) if outs else None
 
     rtf: Dict[str, float] = {}
-    rtf_path = args.exp_dir / "rtf.json"
-    rtf_rows: List[Dict[str, object]] = []
-    if rtf_path.is_file():
-        rtf_rows = json.loads(rtf_path.read_text()).get("rows", [])
-        for r in rtf_rows:
-            if int(r.get("num_threads", 0)) == 1 and not r.get("int8"):
-                rtf[str(r["system"])] = float(r["rtf"])
+    rtf_md, rtf_info = measurement(args.exp_dir, "rtf")
+    rtf_rows: List[Dict[str, object]] = rtf_info.get("rows", [])
+    for r in rtf_rows:
+        if int(r.get("num_threads", 0)) == 1 and not r.get("int8"):
+            rtf[str(r["system"])] = float(r["rtf"])
 
     lines: List[str] = []
     w = lines.append
@@ -410,7 +395,7 @@ def main() -> None:
     w(f"# Results: {args.corpus}" if args.size != "tiny" else "# Results: quick run (tiny corpus)")
     w("")
     w(f"Produced by `{args.command}` on {datetime.date.today().isoformat()} ({code_version()}), "
-      f"on {machine_description()}.")
+      f"on {describe_machine()}.")
     if timing:  # EXP_DIR/timing.tsv (a recipe that records no stage times gets no wall-time line)
         w(f"Wall time of the run: {total / 60:.1f} min ("
           + ", ".join(f"stage {s} {desc}: {t / 60:.1f} min" for s, t, desc in timing) + ").")
@@ -555,12 +540,11 @@ def main() -> None:
     # ------------------------------------------------------- ONNX
     w("## Streaming with the exported ONNX models (`scoring/measure_rtf.py`)")
     w("")
-    md = args.exp_dir / "rtf.md"
-    if md.is_file():
+    if rtf_md is not None:
         w("Feature extraction + encoder + greedy search (+ restoration for the cascade) over audio duration, "
           "audio fed in pieces as a live stream; accuracy of the ONNX runtime's own transcripts.")
         w("")
-        w(md.read_text().strip())
+        w(rtf_md)
         agreement = onnx_agreement(rtf_rows, list(systems.values()), args.exp_dir, method, test_sets[0][0],
                                    checkpoint)
         if agreement:
@@ -576,6 +560,42 @@ def main() -> None:
             lines.extend(agreement)
     else:
         w("Not measured in this run (stage 5 did not run).")
+    w("")
+
+    # ------------------------------------------------------- latency, load
+    w("## Caption latency and stability per chunk size")
+    w("")
+    md_text, info = measurement(args.exp_dir, "latency")
+    if md_text is not None:
+        utts = (f" on {info['num_utts']} utterances ({info['audio_seconds'] / 60:.1f} min of audio) fed in "
+                f"{info['piece_seconds']} s pieces" if "num_utts" in info else "")
+        w(f"Measured by `{info.get('command', 'scoring/measure_rtf.py --latency true')}`{utts}: one export per "
+          "chunk size, fp32, 1 thread. The first table is their RTF and accuracy; the second says, per mode, how "
+          "late a word is shown for good after its end in the final transcript (mean / p50 / p90; `+ compute`: "
+          "p90 with the decoding time of the call that showed it), how late a punctuation mark comes after its "
+          "word, and how often a shown word grows (extensions) or changes (revisions; greedy search never "
+          "revises) per final word (`zipformer_pc/runtime/latency.py` defines them).")
+        w("")
+        w(md_text)
+    else:
+        w("Not measured in this run. Stage 5 of `egs/synth/run.sh` measures it (`--latency-chunks`, "
+          "`--latency-utts`), as does `python scoring/measure_rtf.py --system chunk-32=MODEL_DIR "
+          "--system chunk-16=MODEL_DIR_16 ... --cuts CUTS --latency true --output-md EXP_DIR/latency.md "
+          "--output-json EXP_DIR/latency.json` with one export per chunk size (`export/export_onnx.py "
+          "--chunk-size C --output-dir ...`).")
+    w("")
+    w("## Server load")
+    w("")
+    md_text, info = measurement(args.exp_dir, "load")
+    if md_text is not None:
+        w(f"Measured by `{info.get('command', 'benchmarks/server_load.py')}`: for each number of streams, that "
+          "many clients stream their own audio at once to a WebSocket server started for the benchmark.")
+        w("")
+        w(md_text)
+    else:
+        w("Not measured in this run. Stage 5 of `egs/synth/run.sh` measures it (`--load-streams`), as does "
+          "`python benchmarks/server_load.py --model-dir MODEL_DIR --streams 1,4,8,16,32 "
+          "--output-md EXP_DIR/load.md --output-json EXP_DIR/load.json`.")
     w("")
 
     # ------------------------------------------------------- figures

@@ -41,7 +41,8 @@ utterances that have a P reference (``custom["text_p"]``).  A ``punct`` model's
 N output is its P output normalized.
 
 Prints a markdown table and writes it with ``--output-md``; ``--output-json``
-gets ``{"rows": [...]}`` with every figure (``scoring/make_results.py`` reads it).
+gets ``{"rows": [...]}`` with every figure and the command (``scoring/make_results.py``
+reads it).
 
 ``--latency true`` adds a second table (and ``"latency_rows"`` in the JSON):
 for every system that is not a cascade, at the first ``--num-threads`` and
@@ -54,6 +55,8 @@ size as separate systems.
 import argparse
 import json
 import logging
+import shlex
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -363,6 +366,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> List[Dict[str, object]]:
     args = get_parser().parse_args(argv)
+    command = "python scoring/measure_rtf.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s [measure_rtf] %(message)s", level=logging.INFO)
     if not args.system:
         fail("give at least one --system NAME=MODEL_DIR[:RESTORE_ONNX]")
@@ -399,7 +403,7 @@ def main(argv=None) -> List[Dict[str, object]]:
         logging.info("Wrote %s", args.output_md)
     if args.output_json:
         args.output_json.parent.mkdir(parents=True, exist_ok=True)
-        info = {"cuts": str(args.cuts), "num_utts": len(utts), "audio_seconds": total,
+        info = {"command": command, "cuts": str(args.cuts), "num_utts": len(utts), "audio_seconds": total,
                 "piece_seconds": args.piece_seconds, "modes": args.modes, "single_mode": args.single_mode,
                 "rows": rows, "latency_rows": latency_rows}
         args.output_json.write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")

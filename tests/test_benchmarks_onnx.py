@@ -150,6 +150,33 @@ def test_measure_rtf_single_mode_search(setup, tmp_path):
     assert r["wer"] is not None and r["punc_er"] is None and r["pc_wer"] is None
 
 
+def test_measure_rtf_latency_table_and_command(setup, tmp_path):
+    """--latency true: after the RTF table, per mode how late words and marks are shown (the table
+    RESULTS.md copies); a cascade gets no latency row; the JSON keeps the command."""
+    md, js = tmp_path / "latency.md", tmp_path / "latency.json"
+    argv = ["--system", f"cond={setup['cond']}", "--system", f"cascade={setup['norm']}:{setup['restore']}",
+            "--cuts", str(setup["cuts"]), "--max-utterances", "2", "--latency", "true",
+            "--output-md", str(md), "--output-json", str(js)]
+    measure_rtf.main(argv)
+    info = json.loads(js.read_text())
+    assert info["command"] == "python scoring/measure_rtf.py " + " ".join(argv)
+    assert [r["system"] for r in info["rows"]] == ["cond", "cascade"] and info["num_utts"] == 2
+    lat = info["latency_rows"]
+    assert [(r["system"], r["mode"]) for r in lat] == [("cond", "N"), ("cond", "P")]
+    for r in lat:
+        assert r["chunk_ms"] == CHUNK * 20 and r["num_threads"] == 1 and r["words"] > 0  # 50 Hz encoder frames
+        assert 0 <= r["delays_p50_ms"] <= r["delays_p90_ms"] <= r["delays_rt_p90_ms"]
+        assert r["revisions_per_word"] == 0  # greedy search never takes a token back
+    rtf_table, latency_table = md.read_text().strip().split("\n\n")
+    assert len(rtf_table.splitlines()) == 2 + 2
+    lines = latency_table.splitlines()
+    assert lines[0] == "| " + " | ".join(measure_rtf.LATENCY_COLUMNS) + " |" and len(lines) == 2 + 2
+    for line, r in zip(lines[2:], lat):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[:4] == ["cond", str(CHUNK * 20), r["mode"], str(r["words"])]
+        assert cells[4] == " / ".join(f"{r[f'delays_{q}_ms']:.0f}" for q in ("mean", "p50", "p90"))
+
+
 @pytest.mark.parametrize("spec,match", [
     ("nodir", "expected NAME=MODEL_DIR"),
     ("=x", "expected NAME=MODEL_DIR"),

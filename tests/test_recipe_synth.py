@@ -1,6 +1,7 @@
 """egs/synth/run.sh: option checks, and the quick recipe end to end on the tiny corpus."""
 
 import csv
+import json
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,8 @@ def run(args, timeout=60):
 def test_help_lists_the_stages():
     r = run(["--help"])
     assert r.returncode == 0
-    for word in ("--quick", "--systems", "Stages:", "RESULTS.md", "measure_rtf.py"):
+    for word in ("--quick", "--systems", "Stages:", "RESULTS.md", "measure_rtf.py", "--latency-chunks",
+                 "--load-streams", "server_load.py"):
         assert word in r.stdout
 
 
@@ -33,6 +35,9 @@ def test_help_lists_the_stages():
         (["--from-scratch", "true", "--freeze-encoder", "true"], "--freeze-encoder true needs a trained encoder"),
         (["--init-dir", "/nonexistent"], "/nonexistent/norm.pt is missing"),
         (["--quick", "maybe"], "--quick must be true or false"),
+        (["--latency-chunks", "16,32"], "--latency-chunks must be chunk sizes separated by spaces"),
+        (["--latency-utts", "all"], "--latency-utts must be a number"),
+        (["--load-streams", "1 4"], "--load-streams must be a comma list"),
         (["--no-such-option", "1"], "unknown option --no-such-option"),
     ],
 )
@@ -92,11 +97,32 @@ def test_quick_recipe_end_to_end_and_rerun_skips_finished_work(tiny_corpus, tmp_
     rtf = (exp / "rtf.md").read_text()
     for name in ("punct_p", "cond_p", "cascade"):
         assert name in rtf
+    # cond_p's caption latency per chunk size (fp32 exports at 16 and 64 beside the chunk-32 one) on 2
+    # utterances, and the server with 1 and 2 concurrent streams (quick presets)
+    for c in (16, 64):
+        assert list((exp / "cond_p" / f"onnx_chunk{c}").glob(f"encoder-iter-8-avg-2-chunk-{c}-left-128.onnx"))
+    latency = json.loads((exp / "latency.json").read_text())
+    assert latency["num_utts"] == 2 and [x["system"] for x in latency["rows"]] == ["chunk-16", "chunk-32", "chunk-64"]
+    assert [(x["system"], x["chunk_ms"], x["mode"]) for x in latency["latency_rows"]] == [
+        (f"chunk-{c}", 20.0 * c, m) for c in (16, 32, 64) for m in ("N", "P")]
+    assert all(x["words"] > 0 and x["delays_p50_ms"] > 0 for x in latency["latency_rows"])
+    load = json.loads((exp / "load.json").read_text())
+    assert [(x["streams"], x["identical"]) for x in load["rows"]] == [(1, 1), (2, 2)] and load["seconds"] == 3
 
     # RESULTS.md (quick: under the exp dir) with the tables, plots and missing systems
     md = (exp / "RESULTS.md").read_text()
     for heading in ("## Table I", "## Table II", "## Table III", "## Alpha", "## Streaming with the exported ONNX"):
         assert heading in md
+    # the latency and load tables, each with the command that measured it
+    section = md[md.index("## Caption latency and stability per chunk size"):md.index("## Server load")]
+    assert "--latency true" in section and f"--output-md {exp}/latency.md" in section and "on 2 utterances" in section
+    for x in latency["latency_rows"]:
+        assert f"| {x['system']} | {x['chunk_ms']:.0f} | {x['mode']} | {x['words']} |" in section
+    section = md[md.index("## Server load"):].split("\n## ")[0]
+    assert f"benchmarks/server_load.py --model-dir {exp}/cond_p/onnx --streams 1,2 --seconds 3" in section
+    rows = [line for line in section.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    assert [line.rsplit("|", 2)[1].strip() for line in rows] == ["1/1", "2/2"]
+    assert "Not measured" not in md
     table1 = md[md.index("## Table I"):md.index("## Table II")]
     cond_row = next(line for line in table1.splitlines() if line.startswith("| conditioned |"))
     cells = [c.strip() for c in cond_row.strip("|").split("|")]
@@ -127,6 +153,7 @@ def test_quick_recipe_end_to_end_and_rerun_skips_finished_work(tiny_corpus, tmp_
         assert f"{name}: already decoded" in r2.stdout
     assert "norm_cascade: already decoded" in r2.stdout
     assert "cond_p: already exported" in r2.stdout
+    assert "cond_p at chunk 16: already exported" in r2.stdout and "cond_p at chunk 64: already exported" in r2.stdout
     assert "start training" not in r2.stdout and "start decoding" not in r2.stdout
 
 

@@ -212,3 +212,50 @@ def test_onnx_transcripts_are_compared_with_the_pytorch_decoding(tmp_path):
     onnx_wer, torch_wer = (float(x) for x in cells[5].split(" / "))
     assert torch_wer == 0.0 and onnx_wer > 0.0
     assert section.count("| cond_p |") == 1
+
+
+def test_latency_and_load_sections_come_from_their_measurements(tmp_path):
+    exp, results = tmp_path / "exp", tmp_path / "res"
+    write_registry(exp, ["cond_p"])
+    fabricate(exp, "cond_p", "test", lambda r: r)
+    latency_cmd = ("python scoring/measure_rtf.py --system chunk-16=exp/cond_p/onnx_chunk16 "
+                   "--system chunk-32=exp/cond_p/onnx --latency true")
+    (exp / "latency.json").write_text(json.dumps({"command": latency_cmd, "num_utts": 7, "audio_seconds": 90.0,
+                                                  "piece_seconds": 0.1}))
+    (exp / "latency.md").write_text("| system | RTF |\n|---|---|\n| chunk-16 | 0.031 |\n\n"
+                                    "| system | chunk ms | mode |\n|---|---|---|\n| chunk-16 | 320 | P |\n")
+    (exp / "load.json").write_text(json.dumps({"command": "python benchmarks/server_load.py --streams 1,4"}))
+    (exp / "load.md").write_text("The server on 2 cores.\n\n| streams | agg RTF | identical |\n|---|---|---|\n"
+                                 "| 4 | 0.052 | 4/4 |\n\nagg RTF: decoding time over audio.\n")
+    r = run(exp, results, tmp_path)
+    assert r.returncode == 0, r.stderr
+    md = (results / "RESULTS.md").read_text()
+    latency = md[md.index("## Caption latency and stability per chunk size"):md.index("## Server load")]
+    assert f"Measured by `{latency_cmd}` on 7 utterances (1.5 min of audio) fed in 0.1 s pieces" in latency
+    assert "| chunk-16 | 0.031 |" in latency and "| chunk-16 | 320 | P |" in latency
+    load = md[md.index("## Server load"):]
+    assert "Measured by `python benchmarks/server_load.py --streams 1,4`" in load
+    assert "| 4 | 0.052 | 4/4 |" in load and "agg RTF: decoding time over audio." in load
+    assert "Not measured" not in latency + load.split("\n## ")[0]
+
+
+def test_latency_and_load_sections_say_how_to_measure_when_not_measured(tmp_path):
+    exp, results = tmp_path / "exp", tmp_path / "res"
+    write_registry(exp, ["cond_p"])
+    fabricate(exp, "cond_p", "test", lambda r: r)
+    (exp / "load.md").write_text("| streams | identical |\n|---|---|\n| 1 | 1/1 |\n")  # no load.json
+    r = run(exp, results, tmp_path)
+    assert r.returncode == 0, r.stderr
+    md = (results / "RESULTS.md").read_text()
+    latency = md[md.index("## Caption latency and stability per chunk size"):md.index("## Server load")]
+    assert "Not measured in this run. Stage 5 of `egs/synth/run.sh` measures it (`--latency-chunks`" in latency
+    assert "--latency true --output-md EXP_DIR/latency.md" in latency and "| chunk" not in latency
+    load = md[md.index("## Server load"):].split("\n## ")[0]
+    assert "Measured by `benchmarks/server_load.py`" in load and "| 1 | 1/1 |" in load
+    (exp / "load.md").unlink()
+    r = run(exp, results, tmp_path)
+    assert r.returncode == 0, r.stderr
+    md = (results / "RESULTS.md").read_text()
+    load = md[md.index("## Server load"):].split("\n## ")[0]
+    assert "Not measured in this run. Stage 5 of `egs/synth/run.sh` measures it (`--load-streams`)" in load
+    assert "benchmarks/server_load.py --model-dir MODEL_DIR --streams 1,4,8,16,32 --output-md EXP_DIR/load.md" in load

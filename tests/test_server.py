@@ -311,13 +311,46 @@ def test_sigterm_finishes_open_streams_then_exits(tiny_onnx_model, offline):
 
 
 @pytest.mark.slow
-def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, capsys):
+def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, tmp_path, capsys, monkeypatch):
     server_load = benchmark_module("server_load")
-    status = server_load.main(["--model-dir", str(tiny_onnx_model), "--streams", "1,3", "--seconds", "3",
-                               "--speed", "0"])
+    md, js = tmp_path / "out" / "load.md", tmp_path / "out" / "load.json"
+    argv = ["--model-dir", str(tiny_onnx_model), "--streams", "1,3", "--seconds", "3", "--speed", "0",
+            "--output-md", str(md), "--output-json", str(js)]
+    status = server_load.main(argv)
     out = capsys.readouterr().out
     rows = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("1", "3")]
     assert status == 0 and [r[-1] for r in rows] == ["1/1", "3/3"], out
+
+    # the same rows in the JSON and the markdown table, with the settings and what the columns mean
+    info = json.loads(js.read_text())
+    assert info["command"] == "python benchmarks/server_load.py " + " ".join(argv)
+    assert (info["num_threads"], info["seconds"], info["speed"], info["precision"]) == (1, 3.0, 0.0, "fp32")
+    assert [(r["streams"], r["identical"], r["leftover"]) for r in info["rows"]] == [(1, 1, None), (3, 3, None)]
+    for r, printed in zip(info["rows"], rows):
+        assert r["audio_seconds"] == pytest.approx(3 * r["streams"], abs=0.5) and r["agg_rtf"] > 0
+        assert 0 < r["result_latency"]["p50"] <= r["result_latency"]["p99"] and r["end_latency"]["p50"] > 0
+        assert printed[:4] == [str(r["streams"]), f"{r['audio_seconds']:.1f}", f"{r['wall_seconds']:.1f}",
+                               f"{r['agg_rtf']:.3f}"]
+    text = md.read_text()
+    assert f"encoder with 1 intra-op thread(s)) serving the fp32 model `{tiny_onnx_model}` on " in text
+    assert f"{os.cpu_count()} cores" in text and "3 s of speech-like audio" in text
+    assert "as fast as the server takes it" in text  # --speed 0
+    table = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    assert table[0] == ("| streams | audio s | wall s | agg RTF | worker load | result latency ms (p50 / p90 / p99) "
+                        "| end latency ms (p50 / p99) | identical |")
+    for line, r in zip(table[1:], info["rows"]):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[0] == str(r["streams"]) and cells[3] == f"{r['agg_rtf']:.3f}"
+        assert cells[5].split(" / ")[0] == f"{r['result_latency']['p50'] * 1000:.0f}"
+        assert cells[-1] == f"{r['streams']}/{r['streams']}"
+    assert len(table) == 3 and "worker load: that time over the row's wall time" in text
+
+    # a stream whose finals differ from the offline runtime's: exit status 1, the tables say so
+    monkeypatch.setattr(server_load, "offline_finals", lambda rec, x: [])
+    assert server_load.main(argv[:3] + ["1", "--seconds", "2", "--speed", "0", "--output-md", str(md),
+                                        "--output-json", str(js)]) == 1
+    assert [r["identical"] for r in json.loads(js.read_text())["rows"]] == [0]
+    assert md.read_text().splitlines()[4].endswith("| 0/1 |")
 
 
 def test_the_readme_server_commands_parse(tmp_path):

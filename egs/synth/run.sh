@@ -45,6 +45,11 @@
 #   --nj N                     jobs run side by side (each with --threads-per-job threads) [2]
 #   --threads-per-job N        torch threads per training/decoding job [1]
 #   --rtf-utts N               test utterances for the streaming RTF (0: all) [size preset]
+#   --latency-chunks "C ..."   chunk sizes whose caption latency and stability stage 5 measures on cond_p
+#                              (empty: none) ["16 32 64"]
+#   --latency-utts N           test utterances for the latency measurement (0: all) [50; quick: 2]
+#   --load-streams LIST        concurrent streams of the server load benchmark on cond_p, 8 s of audio
+#                              each (empty: skip) [1,4,8,16,32; quick: 1,2 of 3 s]
 #   --seed N                   the corpus and the first seed of every system [42]
 #
 # Stages:
@@ -62,7 +67,10 @@
 #      text), both modes, greedy search, simulated streaming (chunk 32, left 128);
 #      norm also as the cascade (restored by the restoration model)
 #   5  export the Table I systems to ONNX (fp32 + int8) and measure the streaming
-#      RTF and accuracy of the ONNX runtime (scoring/measure_rtf.py), 1 and 2 threads
+#      RTF and accuracy of the ONNX runtime (scoring/measure_rtf.py), 1 and 2 threads;
+#      the caption latency and stability of cond_p per chunk size (fp32 exports at the
+#      other chunk sizes beside the shipped 32: cond_p/onnx_chunkC), and the streaming
+#      server under load with cond_p (benchmarks/server_load.py)
 #   6  RESULTS.md with every table, significance marks and plots (scoring/make_results.py)
 #
 # Every stage is idempotent: a finished training (checkpoint-N.pt present) is
@@ -93,6 +101,9 @@ encoder=tiny
 nj=2
 threads_per_job=1
 rtf_utts=""
+latency_chunks="16 32 64"
+latency_utts=""
+declare load_streams  # no value: unset means the size preset, an empty value means none
 seed=42
 
 cmdline="bash egs/synth/run.sh $*"
@@ -107,8 +118,10 @@ is_bool "$from_scratch" || die "--from-scratch must be true or false"
 # presets: corpus size and budget per system
 if [ "$quick" = true ]; then
   size=tiny; def_batches=8; def_rtf=6; def_hours=""; def_test=""
+  def_latency=2; def_streams=1,2; load_seconds=3
 else
   size=default; def_batches=400; def_rtf=50; def_hours=2; def_test=100
+  def_latency=50; def_streams=1,4,8,16,32; load_seconds=8
 fi
 if [ "$from_scratch" = true ]; then
   freeze_encoder=${freeze_encoder:-false}
@@ -121,11 +134,16 @@ else
 fi
 num_batches=${num_batches:-$def_batches}
 rtf_utts=${rtf_utts:-$def_rtf}
+latency_utts=${latency_utts:-$def_latency}
+load_streams=${load_streams-$def_streams}
 train_hours=${train_hours:-$def_hours}
 test_utts=${test_utts:-$def_test}
 [[ "$num_batches" =~ ^[0-9]+$ ]] && [ "$num_batches" -ge 4 ] || die "--num-batches must be a number >= 4, not '$num_batches'"
 [[ "$num_seeds" =~ ^[0-9]+$ ]] && [ "$num_seeds" -ge 1 ] || die "--num-seeds must be a number >= 1, not '$num_seeds'"
 [[ "$avg" =~ ^[0-9]+$ ]] && [ "$avg" -ge 1 ] && [ "$avg" -le 4 ] || die "--avg must be 1, 2, 3 or 4 (of the 4 checkpoint intervals), not '$avg'"
+[[ "$latency_chunks" =~ ^[0-9\ ]*$ ]] || die "--latency-chunks must be chunk sizes separated by spaces, not '$latency_chunks'"
+[[ "$latency_utts" =~ ^[0-9]+$ ]] || die "--latency-utts must be a number (0: all), not '$latency_utts'"
+[[ "$load_streams" =~ ^[0-9,]*$ ]] || die "--load-streams must be a comma list of stream counts, not '$load_streams'"
 # four checkpoints per run: batches N/4, N/2, 3N/4 and N (the last is always saved)
 save_every=$(( (num_batches + 3) / 4 ))
 if [ -z "$results_dir" ]; then
@@ -287,7 +305,7 @@ fi
 # ------------------------------------------------------- ONNX export and RTF
 suffix=$checkpoint-chunk-$chunk-left-$left
 if run_this 5; then
-  begin_stage 5 "ONNX export (chunk $chunk, left context $left, fp32 + int8) and streaming RTF"
+  begin_stage 5 "ONNX export (chunk $chunk, left context $left, fp32 + int8), streaming RTF, latency and load"
   rtf_systems=()
   for s in "${SYSTEMS[@]}"; do
     system_fields "$s"
@@ -305,6 +323,27 @@ if run_this 5; then
     if [ "$model_type" = norm ]; then rtf_systems+=(--system "$rtf=$exp/onnx:$restore_onnx")
     else rtf_systems+=(--system "$rtf=$exp/onnx"); fi
   done
+  # latency and load are measured on cond_p, at every chunk size of the latency table:
+  # fp32 exports beside the chunk-32 one
+  cond=$exp_dir/cond_p
+  if ! is_selected cond_p && [ -n "$latency_chunks$load_streams" ]; then
+    log "  cond_p is not among --systems: no latency or load measurement"
+    latency_chunks=""; load_streams=""
+  fi
+  latency_systems=()
+  for c in $latency_chunks; do
+    if [ "$c" = "$chunk" ]; then latency_systems+=(--system "chunk-$c=$cond/onnx"); continue; fi
+    out=$cond/onnx_chunk$c
+    latency_systems+=(--system "chunk-$c=$out")
+    if [ -f "$out/encoder-$checkpoint-chunk-$c-left-$left.onnx" ]; then
+      log "  cond_p at chunk $c: already exported"
+    else
+      rm -rf "$out"  # another checkpoint's export: one encoder per directory
+      run_job "export of cond_p at chunk $c" "$cond/export-chunk$c.log" "" "" python3 export/export_onnx.py \
+        --exp-dir "$cond" "${weights[@]}" --tokens "$bpe_dir/tokens.txt" --chunk-size "$c" \
+        --left-context-frames $left --output-dir "$out"
+    fi
+  done
   wait_jobs
   if [ ${#rtf_systems[@]} -gt 0 ]; then
     # alone on the machine: nothing else runs while the RTF is measured
@@ -315,7 +354,24 @@ if run_this 5; then
       || { tail -n 20 "$exp_dir/rtf.log" >&2; die "RTF measurement failed (see $exp_dir/rtf.log)"; }
     cat "$exp_dir/rtf.md"
   fi
-  end_stage 5 "ONNX export and streaming RTF"
+  if [ ${#latency_systems[@]} -gt 0 ]; then
+    log "  caption latency and stability at chunk sizes $latency_chunks on $latency_utts test utterances" \
+      "(log: $exp_dir/latency.log)"
+    python3 scoring/measure_rtf.py "${latency_systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" \
+      --num-threads 1 --int8 false --max-utterances "$latency_utts" --latency true \
+      --output-md "$exp_dir/latency.md" --output-json "$exp_dir/latency.json" > "$exp_dir/latency.log" 2>&1 \
+      || { tail -n 20 "$exp_dir/latency.log" >&2; die "latency measurement failed (see $exp_dir/latency.log)"; }
+    cat "$exp_dir/latency.md"
+  fi
+  if [ -n "$load_streams" ]; then
+    # exit status 1: a stream's finals differ from the offline runtime's (lost or mixed up)
+    log "  server load: $load_streams concurrent streams of $load_seconds s (log: $exp_dir/load.log)"
+    python3 benchmarks/server_load.py --model-dir "$cond/onnx" --streams "$load_streams" --seconds "$load_seconds" \
+      --output-md "$exp_dir/load.md" --output-json "$exp_dir/load.json" > "$exp_dir/load.log" 2>&1 \
+      || { tail -n 20 "$exp_dir/load.log" >&2; die "server load benchmark failed (see $exp_dir/load.log)"; }
+    cat "$exp_dir/load.md"
+  fi
+  end_stage 5 "ONNX export, streaming RTF, latency and load"
 fi
 
 # ------------------------------------------------------------------ results
