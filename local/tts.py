@@ -220,7 +220,10 @@ class Synthesizer:
                 effects += ["pitch", str(sox_pitch_cents)]
             if abs(sox_tempo - 1.0) > 1e-3:
                 effects += ["tempo", "-s", f"{sox_tempo:.3f}"]
-            effects += list(sox_effects)
+            if sox_effects:
+                # the wide effects assume 16 kHz: a band limit above 4 kHz is refused at
+                # flite kal's 8 kHz, where sox would otherwise run them (it resamples last)
+                effects += ["rate", "16000"] + list(sox_effects)
             # -R: repeatable dither (a fixed seed), so the same seed gives the same samples
             subprocess.run(["sox", "-q", "-R", raw, "-r", "16000", "-c", "1", "-b", "16", out_flac] + effects,
                            check=True, capture_output=True, timeout=120)
