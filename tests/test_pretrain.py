@@ -35,6 +35,24 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     w = torch.load(out / "conditioned.pt", weights_only=False)
     assert w["model_config"]["head"]["model_type"] == "conditioned"
     assert all(v.dtype == torch.float16 for v in w["model"].values() if v.is_floating_point())
+    # republishing only the conditioned model keeps the shipped norm weights and card lines
+    norm_bytes = (out / "norm.pt").read_bytes()
+    norm_table = card[card.index("| norm | test set |"):].split("\n\n")[0]
+    again = subprocess.run(
+        [sys.executable, "egs/synth/publish_pretrained.py", "--exp-dir", str(exp), "--data-dir", str(tiny_corpus),
+         "--out-dir", str(out), "--avg", "1", "--models", "conditioned"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (out / "norm.pt").read_bytes() == norm_bytes
+    card2 = (out / "MODEL_CARD.md").read_text()
+    assert norm_table in card2 and "(kept as the previous publication shipped it" in card2
+    assert card2.count("* **norm**:") == 1 and "* **conditioned**:" in card2
+    bad = subprocess.run(
+        [sys.executable, "egs/synth/publish_pretrained.py", "--exp-dir", str(exp), "--data-dir", str(tiny_corpus),
+         "--out-dir", str(out), "--avg", "1", "--models", "norm"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "must include conditioned" in bad.stderr
+    assert not (out.parent / (out.name + ".new")).exists()
     # the published weights seed a fine-tuning run
     ft = subprocess.run(
         [sys.executable, "-m", "zipformer_pc.training.train", "--exp-dir", str(tmp_path / "ft"), "--model-type", "punct",
@@ -60,4 +78,5 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     for name in ("norm", "conditioned"):
         log = "".join(p.read_text() for p in (exp2 / name / "log").glob("log-train-*"))
         assert "Initialised" in log and f"{out / name}.pt" in log, (name, log[-2000:])
+        assert '"warm_step": 0' in log, "a shipped model continues without the loss warm-up"
         assert "starting from the shipped" in fresh.stdout + fresh.stderr

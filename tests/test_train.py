@@ -50,9 +50,12 @@ def test_each_model_type_trains_a_few_steps(tiny_corpus, tmp_path, model_type):
 
 def test_resume_mid_epoch_reproduces_an_uninterrupted_run(tiny_corpus, tmp_path):
     common = ("--num-epochs", "2", "--save-every-n", "3")
-    run(train_cmd(tiny_corpus, tmp_path / "a", *common, "--max-batches", "9"))
-    run(train_cmd(tiny_corpus, tmp_path / "b", *common, "--max-batches", "3"))
-    run(train_cmd(tiny_corpus, tmp_path / "b", *common, "--start-batch", "3", "--max-batches", "9"))
+    # a run started without the loss warm-up (as fine-tuning does) keeps it off when resumed
+    # without the option: the warm-up counts batches from the start of training
+    run(train_cmd(tiny_corpus, tmp_path / "a", *common, "--warm-step", "0", "--max-batches", "9"))
+    run(train_cmd(tiny_corpus, tmp_path / "b", *common, "--warm-step", "0", "--max-batches", "3"))
+    r = run(train_cmd(tiny_corpus, tmp_path / "b", *common, "--start-batch", "3", "--max-batches", "9"))
+    assert "Resuming with the checkpoint's --warm-step 0" in r.stderr
     a = torch.load(tmp_path / "a" / "checkpoint-9.pt", weights_only=False)
     b = torch.load(tmp_path / "b" / "checkpoint-9.pt", weights_only=False)
     for k in a["model"]:

@@ -26,6 +26,8 @@
 #   --publish true|false       stage 5 copies the models into --out-dir [false]
 #   --out-dir DIR              where stage 5 publishes [egs/synth/pretrained]
 #   --seed N                   [42]
+#   --models "M ..."           models stages 1-3 and 5 work on; stage 5 keeps the shipped weights and
+#                              card lines of the others, e.g. "conditioned" ["norm conditioned"]
 #   --latency-chunks "C ..."   chunk sizes whose caption latency stage 4 measures ["16 32 64"]
 #   --latency-utts N           test utterances for the latency measurement [50]
 #   Extra training options for both models: --train-opts "..." [the tiny defaults of train.py]
@@ -55,6 +57,7 @@ publish=false
 out_dir=egs/synth/pretrained
 seed=42
 train_opts=""
+models="norm conditioned"
 latency_chunks="16 32 64"
 latency_utts=50
 
@@ -68,6 +71,10 @@ chunk=32
 left=128
 out=$out_dir
 mkdir -p "$exp_dir"
+for m in $models; do
+  case "$m" in norm|conditioned) ;; *) die "--models takes norm and/or conditioned, not '$m'" ;; esac
+done
+wants() { [[ " $models " == *" $1 "* ]]; }
 
 if run_this 0; then
   log "Stage 0: corpus with $train_hours h of training speech in $dir"
@@ -95,22 +102,23 @@ train() {
 
 # On a new machine (no checkpoint of our own yet) training continues from the
 # committed weights of $out_dir when they exist: a fresh optimizer and schedule
-# on the shipped averaged weights.
+# on the shipped averaged weights, without the loss warm-up of a model trained
+# from scratch (--warm-step 0; resumption keeps it).
 shipped_init() {
   local name=$1
   if [ -z "$(newest_checkpoint "$exp_dir/$name")" ] && [ -f "$out_dir/$name.pt" ]; then
     log "No checkpoint in $exp_dir/$name: starting from the shipped $out_dir/$name.pt" >&2
-    echo --init-from "$out_dir/$name.pt" --init-modules "$all_modules"
+    echo --init-from "$out_dir/$name.pt" --init-modules "$all_modules" --warm-step 0
   fi
 }
 all_modules=encoder,decoders,joiners,simple_am_proj,simple_lm_proj,ctc_output
 
-if run_this 1; then
+if run_this 1 && wants norm; then
   # shellcheck disable=SC2046
   train norm norm "$norm_minutes" $(shipped_init norm)
 fi
 
-if run_this 2; then
+if run_this 2 && wants conditioned; then
   # the first call starts from the shipped conditioned model if there is one,
   # else from the norm model; later calls resume their own checkpoints
   read -r -a init <<< "$(shipped_init conditioned)"
@@ -124,7 +132,7 @@ fi
 
 test_sets="test=$fbank/synth_cuts_test.jsonl.gz,test_ood=$fbank/synth_cuts_test_ood.jsonl.gz"
 if run_this 3; then
-  for name in norm conditioned; do
+  for name in $models; do
     b=$(newest_checkpoint "$exp_dir/$name")
     [ -n "$b" ] || die "$name has no checkpoint: run stages 1-2"
     log "Stage 3: decoding $name (--iter $b --avg $avg)"
@@ -166,7 +174,7 @@ if run_this 5; then
   else
     log "Stage 5: publishing into $out"
     python3 egs/synth/publish_pretrained.py --exp-dir "$exp_dir" --data-dir "$dir" --out-dir "$out" \
-      --avg "$avg" --command "$cmdline" --train-hours "$train_hours"
+      --avg "$avg" --command "$cmdline" --train-hours "$train_hours" --models "${models// /,}"
   fi
 fi
 log "Done (stages $stage..$stop_stage)."

@@ -17,6 +17,10 @@ Writes into ``--out-dir``:
 * ``MODEL_CARD.md``: data, training, the metrics of stage 3 on test and
   test_ood, the streaming RTF of stage 4, commands and known limits.
 
+``--models conditioned`` publishes only the conditioned model of this run:
+the norm model stays as ``--out-dir`` ships it, weights and card lines alike
+(a session that trained one model replaces only that one).
+
 Refuses to publish when the files would exceed ``--max-mb`` (60 MB: the
 project's budget for shipped models).
 """
@@ -46,6 +50,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--command", default="bash egs/synth/pretrain.sh --publish true")
     p.add_argument("--train-hours", default="")
     p.add_argument("--max-mb", type=float, default=60.0)
+    p.add_argument("--models", default="norm,conditioned",
+                   help="models of --exp-dir to publish; the others keep what --out-dir ships")
     return p
 
 
@@ -102,7 +108,7 @@ def marks_note(data_dir: Path) -> str:
 
 
 TRAIN_OPTIONS = ("encoder", "max_duration", "base_lr", "lr_batches", "lr_epochs", "warmup_batches", "loss",
-                 "ctc_loss_scale", "spec_augment", "convnext_hidden_ratio", "seed")
+                 "ctc_loss_scale", "warm_step", "spec_augment", "convnext_hidden_ratio", "seed")
 
 
 def training_story(exp: Path, args: dict) -> List[str]:
@@ -122,6 +128,41 @@ def training_story(exp: Path, args: dict) -> List[str]:
     return out
 
 
+def kept_card_lines(card: str, name: str) -> Dict[str, List[str]]:
+    """The lines of an earlier MODEL_CARD.md about model ``name``: its training
+    bullet (with the indented lines under it) and its metric table."""
+    lines = card.splitlines()
+    out: Dict[str, List[str]] = {"training": [], "metrics": []}
+    for i, line in enumerate(lines):
+        if line.startswith(f"* **{name}**:"):
+            out["training"] = [line] + [x for x in _run(lines[i + 1:], lambda x: x.startswith("  "))]
+        if line.startswith(f"| {name} | test set |"):
+            out["metrics"] = [line] + [x for x in _run(lines[i + 1:], lambda x: x.startswith("|"))]
+    if not out["training"] or not out["metrics"]:
+        raise SystemExit(f"The shipped MODEL_CARD.md has no training bullet or metric table of {name}: "
+                         f"publish it with --models including {name}")
+    return out
+
+
+def _run(lines: List[str], keep) -> List[str]:
+    """The leading lines for which ``keep`` holds."""
+    got = []
+    for x in lines:
+        if not keep(x):
+            break
+        got.append(x)
+    return got
+
+
+def init_source(exp: Path) -> str:
+    """Where a model's first training run took its initial weights from (its log), or ''."""
+    for log in sorted((exp / "log").glob("log-train-*")):
+        m = re.search(r"Initialised \d+ tensors from (\S+)", log.read_text(errors="replace"))
+        if m:
+            return m.group(1)
+    return ""
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -133,11 +174,26 @@ def git_commit() -> str:
 def main() -> None:
     args = get_parser().parse_args()
     out = args.out_dir
+    fresh = [m for m in args.models.split(",") if m]
+    if not fresh or set(fresh) - {"norm", "conditioned"}:
+        raise SystemExit(f"--models must list norm and/or conditioned, not {args.models!r}")
+    if "conditioned" not in fresh:
+        raise SystemExit("The ONNX files are the conditioned model's: --models must include conditioned")
+    old_card = out / "MODEL_CARD.md"
+    kept: Dict[str, Dict[str, List[str]]] = {}
+    for name in ("norm", "conditioned"):
+        if name in fresh:
+            continue
+        if not (out / f"{name}.pt").exists() or not old_card.exists():
+            raise SystemExit(f"{name} is not in --models and {out} ships no {name}.pt with a MODEL_CARD.md")
+        kept[name] = kept_card_lines(old_card.read_text(), name)
     staging = out.with_name(out.name + ".new")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    for name in kept:
+        shutil.copy(out / f"{name}.pt", staging / f"{name}.pt")
     card: Dict[str, object] = {}
-    for name in ("norm", "conditioned"):
+    for name in fresh:
         exp = args.exp_dir / name
         b = newest_batch(exp)
         w = averaged_weights(exp, iteration=b, avg=args.avg)
@@ -178,19 +234,33 @@ def main() -> None:
              "| `conditioned.pt`, `norm.pt` | averaged PyTorch weights (fp16) for `train.py --init-from` |", "",
              f"Total {total_mb:.1f} MB.", "", "## Training", ""]
     for name in ("norm", "conditioned"):
+        if name in kept:
+            lines += kept[name]["training"]
+            lines.append(f"  (kept as the previous publication shipped it: `{args.models}` was republished)")
+            continue
         c = card[name]
         threads = f" at {c['threads']} torch thread(s)" if c.get("threads") else ""
         lines.append(f"* **{name}**: {c['batches']} batches, {c['minutes']:.0f} min of training{threads} on a "
                      f"2-core CPU (validation excluded), {c['audio_hours']:.1f} h of audio seen; "
                      f"weights: {c['how']} ({c['desc']}).")
         lines += training_story(args.exp_dir / name, c["args"])
-    lines += ["", "The conditioned model started from the norm model (encoder, predictor, joiner); "
-              "the P mode embedding started fresh.", "",
+    source = init_source(args.exp_dir / "conditioned")
+    if source.endswith("conditioned.pt"):
+        prev = old_card.read_text().splitlines() if old_card.exists() else []
+        prev_run = next((x.split(":", 1)[1].strip() for x in prev if x.startswith("* **conditioned**:")), "")
+        prev_start = next((x for x in prev if x.startswith("The conditioned model ")), "")
+        started = (f"The conditioned model continued from the previously published conditioned model (`{source}`: "
+                   "its averaged weights, a fresh optimizer and schedule); the figures above count this run only."
+                   + (f" That model: {prev_run}" if prev_run else "") + (f" {prev_start}" if prev_start else ""))
+    else:
+        started = ("The conditioned model started from the norm model (encoder, predictor, joiner); "
+                   "the P mode embedding started fresh.")
+    lines += ["", started, "",
               "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", "",
               f"Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decoding.decode`), on `test` (the "
               f"training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick).", ""]
     for name in ("norm", "conditioned"):
-        lines += metric_table(name, card[name]["metrics"]) + [""]
+        lines += (kept[name]["metrics"] if name in kept else metric_table(name, card[name]["metrics"])) + [""]
     fbank = args.data_dir / "fbank"
     voices = {part: speakers(fbank / f"synth_cuts_{part}.jsonl.gz") for part in ("train", "test_ood")
               if (fbank / f"synth_cuts_{part}.jsonl.gz").exists()}

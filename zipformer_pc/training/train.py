@@ -575,13 +575,19 @@ def run(rank: int, world_size: int, args) -> None:
 
     tokenizer = Tokenizer(args.bpe_model)
     backend = resolve_backend(args.loss)
+    ckpt = load_resume_checkpoint(exp_dir, args)
+    if ckpt is not None:
+        logging.info(f"Resuming from batch {ckpt['batch_idx_train']} (epoch {ckpt['cur_epoch']})")
+        # the loss warm-up counts batches from the start of training: a resumed run keeps the
+        # checkpoint's (a fine-tuning run started with --warm-step 0 must not warm up again)
+        saved = (ckpt.get("args") or {}).get("warm_step")
+        if "warm_step" in filled and saved is not None and saved != args.warm_step:
+            logging.info(f"Resuming with the checkpoint's --warm-step {saved} (the default is {args.warm_step})")
+            args.warm_step = saved
     loss_cfg = LossConfig(backend=backend, prune_range=args.prune_range, am_scale=args.am_scale,
                           lm_scale=args.lm_scale, simple_loss_scale=args.simple_loss_scale,
                           warm_step=args.warm_step)
 
-    ckpt = load_resume_checkpoint(exp_dir, args)
-    if ckpt is not None:
-        logging.info(f"Resuming from batch {ckpt['batch_idx_train']} (epoch {ckpt['cur_epoch']})")
     model, model_config = get_model(args, ckpt, tokenizer.vocab_size, backend == "pruned")
     if rank == 0:
         (exp_dir / "model_config.json").write_text(json.dumps(model_config, indent=1) + "\n")
