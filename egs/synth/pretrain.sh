@@ -18,6 +18,8 @@
 #   --data-dir DIR             corpus (kept outside the work tree for long runs) [data_pretrain]
 #   --exp-dir DIR              experiments [egs/synth/exp_pretrain]
 #   --train-hours H            training speech to synthesize [20]
+#   --voice-set default|wide   training voices (prepare.sh --voice-set; dev, test and test_ood keep
+#                              the default ones) [wide]
 #   --norm-minutes M           training-time budget of the norm model [240]
 #   --cond-minutes M           training-time budget of the conditioned model [240]
 #   --threads N                torch threads of the training process [2]
@@ -33,7 +35,8 @@
 #   Extra training options for both models: --train-opts "..." [the tiny defaults of train.py]
 #
 # Stages:
-#   0  corpus: prepare.sh --train-hours H (text, TTS speech, fbank, tokenizer, subsets)
+#   0  corpus: prepare.sh --train-hours H --voice-set V (text, TTS speech, fbank, subsets; the
+#      tokenizer of the shipped models when there are any, so that training can continue from them)
 #   1  norm model (tiny streaming encoder, N only)
 #   2  conditioned model, encoder and predictor/joiner initialised from the norm model
 #   3  decode test and test_ood with both models (greedy, simulated streaming chunk 32, left 128)
@@ -48,6 +51,7 @@ stop_stage=5
 data_dir=data_pretrain
 exp_dir=egs/synth/exp_pretrain
 train_hours=20
+voice_set=wide
 norm_minutes=240
 cond_minutes=240
 threads=2
@@ -78,7 +82,10 @@ wants() { [[ " $models " == *" $1 "* ]]; }
 
 if run_this 0; then
   log "Stage 0: corpus with $train_hours h of training speech in $dir"
-  ./prepare.sh --dataset synth --data-dir "$data_dir" --train-hours "$train_hours" --seed "$seed" --stop-stage 5
+  bpe_opts=()
+  [ -f "$out_dir/bpe.model" ] && bpe_opts=(--bpe-model "$out_dir/bpe.model")
+  ./prepare.sh --dataset synth --data-dir "$data_dir" --train-hours "$train_hours" --voice-set "$voice_set" \
+    --seed "$seed" --stop-stage 5 "${bpe_opts[@]}"
 fi
 bpe_dir=$(ls -d "$dir"/lang_bpe_* 2>/dev/null | head -n 1 || true)
 [ -n "$bpe_dir" ] || die "no tokenizer under $dir: run stage 0 first"

@@ -31,6 +31,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List
 
@@ -96,6 +97,19 @@ def speakers(cuts: Path) -> List[str]:
     return sorted(found)
 
 
+def voices_line(part: str, names: List[str], listed: int = 16) -> str:
+    """``* voices of `part`: ...``: every name when there are few, else the count per TTS engine
+    (the name's prefix) and a few examples."""
+    if len(names) <= listed:
+        return f"* voices of `{part}`: {', '.join(names)}"
+    engines: Dict[str, int] = {}
+    for n in names:
+        engines[n.split("-", 1)[0]] = engines.get(n.split("-", 1)[0], 0) + 1
+    per_engine = ", ".join(f"{k} {v}" for k, v in sorted(engines.items()))
+    step = max(1, len(names) // 8)
+    return (f"* voices of `{part}`: {len(names)} ({per_engine}), e.g. {', '.join(names[::step][:8])}")
+
+
 def marks_note(data_dir: Path) -> str:
     """Which marks the references keep, from prepare.sh's punct_config.json."""
     try:
@@ -128,20 +142,30 @@ def training_story(exp: Path, args: dict) -> List[str]:
     return out
 
 
-def kept_card_lines(card: str, name: str) -> Dict[str, List[str]]:
-    """The lines of an earlier MODEL_CARD.md about model ``name``: its training
-    bullet (with the indented lines under it) and its metric table."""
+@dataclass
+class KeptModel:
+    """What an earlier MODEL_CARD.md says of a model published again unchanged."""
+    training: List[str]  # its training bullet, with the indented lines under it
+    metrics: List[str]  # its metric table
+    source: str  # "commit ABC" of the card's header, or "an earlier commit"
+
+
+def kept_card_lines(card: str, name: str) -> KeptModel:
+    """The lines of an earlier MODEL_CARD.md about model ``name``."""
     lines = card.splitlines()
-    out: Dict[str, List[str]] = {"training": [], "metrics": []}
+    kept = KeptModel([], [], "an earlier commit")
     for i, line in enumerate(lines):
         if line.startswith(f"* **{name}**:"):
-            out["training"] = [line] + [x for x in _run(lines[i + 1:], lambda x: x.startswith("  "))]
+            kept.training = [line] + _run(lines[i + 1:], lambda x: x.startswith("  "))
         if line.startswith(f"| {name} | test set |"):
-            out["metrics"] = [line] + [x for x in _run(lines[i + 1:], lambda x: x.startswith("|"))]
-    if not out["training"] or not out["metrics"]:
+            kept.metrics = [line] + _run(lines[i + 1:], lambda x: x.startswith("|"))
+    m = re.search(r"\(commit (\w+)\)", card)
+    if m:
+        kept.source = f"commit {m.group(1)}"
+    if not kept.training or not kept.metrics:
         raise SystemExit(f"The shipped MODEL_CARD.md has no training bullet or metric table of {name}: "
                          f"publish it with --models including {name}")
-    return out
+    return kept
 
 
 def _run(lines: List[str], keep) -> List[str]:
@@ -180,7 +204,7 @@ def main() -> None:
     if "conditioned" not in fresh:
         raise SystemExit("The ONNX files are the conditioned model's: --models must include conditioned")
     old_card = out / "MODEL_CARD.md"
-    kept: Dict[str, Dict[str, List[str]]] = {}
+    kept: Dict[str, KeptModel] = {}
     for name in ("norm", "conditioned"):
         if name in fresh:
             continue
@@ -235,7 +259,7 @@ def main() -> None:
              f"Total {total_mb:.1f} MB.", "", "## Training", ""]
     for name in ("norm", "conditioned"):
         if name in kept:
-            lines += kept[name]["training"]
+            lines += kept[name].training
             lines.append(f"  (kept as the previous publication shipped it: `{args.models}` was republished)")
             continue
         c = card[name]
@@ -260,7 +284,7 @@ def main() -> None:
               f"Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decoding.decode`), on `test` (the "
               f"training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick).", ""]
     for name in ("norm", "conditioned"):
-        lines += (kept[name]["metrics"] if name in kept else metric_table(name, card[name]["metrics"])) + [""]
+        lines += (kept[name].metrics if name in kept else metric_table(name, card[name]["metrics"])) + [""]
     fbank = args.data_dir / "fbank"
     voices = {part: speakers(fbank / f"synth_cuts_{part}.jsonl.gz") for part in ("train", "test_ood")
               if (fbank / f"synth_cuts_{part}.jsonl.gz").exists()}
@@ -279,9 +303,15 @@ def main() -> None:
               "words that grow after being shown, and revisions (greedy search never revises).", "",
               latency.strip(), "", "## Data", "",
               f"Synthetic speech: Debian TTS voices (espeak-ng, flite, festival) reading Jane Austen, with per-utterance "
-              f"pitch and tempo perturbation (sox); `test_ood` uses other voices reading Moby Dick.", ""]
+              f"pitch and tempo perturbation (sox); `test_ood` uses other voices reading Moby Dick. "
+              f"`prepare.sh --voice-set wide` reads the training split with ~580 voices (espeak-ng variants in the "
+              f"in-domain accents) and mild random band limits, EQ and reverb; dev and test keep the 11 in-domain "
+              f"voices.", ""]
     for part, names in voices.items():
-        lines.append(f"* voices of `{part}`: {', '.join(names)}")
+        lines.append(voices_line(part, names))
+    for name in kept:
+        lines.append(f"* the {name} model was trained on the corpus of the earlier card ({kept[name].source}), "
+                     "not necessarily this one")
     lines += ["", stats.strip(), "", "## Known limits", "",
               "* Trained and tested on synthetic speech only: expect much worse results on real recordings, "
               "other accents, noise or far-field audio.",
