@@ -204,13 +204,14 @@ def main() -> None:
     if "conditioned" not in fresh:
         raise SystemExit("The ONNX files are the conditioned model's: --models must include conditioned")
     old_card = out / "MODEL_CARD.md"
+    old_text = old_card.read_text() if old_card.exists() else ""
     kept: Dict[str, KeptModel] = {}
     for name in ("norm", "conditioned"):
         if name in fresh:
             continue
-        if not (out / f"{name}.pt").exists() or not old_card.exists():
+        if not (out / f"{name}.pt").exists() or not old_text:
             raise SystemExit(f"{name} is not in --models and {out} ships no {name}.pt with a MODEL_CARD.md")
-        kept[name] = kept_card_lines(old_card.read_text(), name)
+        kept[name] = kept_card_lines(old_text, name)
     staging = out.with_name(out.name + ".new")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -270,7 +271,7 @@ def main() -> None:
         lines += training_story(args.exp_dir / name, c["args"])
     source = init_source(args.exp_dir / "conditioned")
     if source.endswith("conditioned.pt"):
-        prev = old_card.read_text().splitlines() if old_card.exists() else []
+        prev = old_text.splitlines()
         prev_run = next((x.split(":", 1)[1].strip() for x in prev if x.startswith("* **conditioned**:")), "")
         prev_start = next((x for x in prev if x.startswith("The conditioned model ")), "")
         started = (f"The conditioned model continued from the previously published conditioned model (`{source}`: "
