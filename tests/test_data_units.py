@@ -517,3 +517,41 @@ def test_rendering_twice_gives_identical_samples(tmp_path):
     b, sr_b = sf.read(tmp_path / "b.flac", dtype="int16")
     assert sr_a == sr_b == 16000 and len(a) > 8000
     assert (a == b).all()
+
+
+# ----------------------------------------------------------- training loader order (SortaGrad)
+
+
+def _duration_manifest(path, durations):
+    """A cut manifest of feature-less cuts with these durations (the samplers only read durations)."""
+    from lhotse import CutSet, MonoCut, Recording
+
+    cuts = []
+    for i, d in enumerate(durations):
+        rec = Recording(id=f"r{i}", sources=[], sampling_rate=16000, num_samples=int(d * 16000), duration=d)
+        cuts.append(MonoCut(id=f"c{i:03d}", start=0.0, duration=d, channel=0, recording=rec))
+    CutSet.from_cuts(cuts).to_file(path)
+    return path
+
+
+def _loader_order(path, max_duration=12.0, **kwargs):
+    from zipformer_pc.data.datamodule import PCAsrDataModule
+
+    loader = PCAsrDataModule(tokenizer=None, max_duration=max_duration, seed=3).train_dataloader(str(path), **kwargs)
+    return [[c.id for c in batch] for batch in loader.sampler], {c.id: c.duration for batch in loader.sampler
+                                                                   for c in batch}
+
+
+def test_sort_by_duration_reads_every_cut_once_shortest_first(tmp_path):
+    durs = [round(random.Random(i).uniform(0.5, 9.0), 2) for i in range(40)] + [4.0, 4.0]  # a tie, broken by id
+    path = _duration_manifest(tmp_path / "cuts.jsonl.gz", durs)
+    batches, dur = _loader_order(path, sort_by_duration=True)
+    order = [c for b in batches for c in b]
+    assert sorted(order) == sorted(f"c{i:03d}" for i in range(len(durs)))  # every cut, once
+    keys = [(dur[c], c) for c in order]
+    assert keys == sorted(keys)
+    assert len(batches[0]) > len(batches[-1])  # short cuts pack many to a batch
+    # the same order every time; the shuffled loader's differs
+    assert _loader_order(path, sort_by_duration=True)[0] == batches
+    shuffled = [c for b in _loader_order(path, num_buckets=1)[0] for c in b]
+    assert sorted(shuffled) == sorted(order) and shuffled != order

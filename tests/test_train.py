@@ -63,6 +63,23 @@ def test_resume_mid_epoch_reproduces_an_uninterrupted_run(tiny_corpus, tmp_path)
         assert torch.equal(a["model_avg"][k], b["model_avg"][k]), k
 
 
+def test_sortagrad_epoch_resumes_mid_epoch_and_then_shuffles(tiny_corpus, tmp_path):
+    common = ("--num-epochs", "3", "--save-every-n", "2", "--sortagrad-epochs", "1", "--warm-step", "0")
+    a = run(train_cmd(tiny_corpus, tmp_path / "a", *common))
+    ends = a.stderr.count("SortaGrad's 1 shortest-first epoch(s) are over")
+    assert ends == 1, a.stderr[-3000:]  # logged once, when epoch 2 starts
+    last = torch.load(tmp_path / "a" / "epoch-3.pt", weights_only=False)["batch_idx_train"]
+    # interrupted inside the sorted first epoch and resumed: the same weights at the end
+    run(train_cmd(tiny_corpus, tmp_path / "b", *common, "--max-batches", "2"))
+    r = run(train_cmd(tiny_corpus, tmp_path / "b", *common, "--start-batch", "2"))
+    assert "SortaGrad's 1 shortest-first epoch(s) are over" in r.stderr
+    b = torch.load(tmp_path / "b" / "epoch-3.pt", weights_only=False)
+    assert b["batch_idx_train"] == last
+    ref = torch.load(tmp_path / "a" / "epoch-3.pt", weights_only=False)
+    for k in ref["model"]:
+        assert torch.equal(ref["model"][k], b["model"][k]), k
+
+
 def test_killed_run_resumes_from_its_last_checkpoint(tiny_corpus, tmp_path):
     cmd = train_cmd(tiny_corpus, tmp_path, "--num-epochs", "3", "--save-every-n", "1")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

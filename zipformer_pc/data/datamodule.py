@@ -1,7 +1,8 @@
 """The data loaders of training, validation and decoding (icefall's AsrDataModule).
 
 One place builds the lhotse samplers: training shuffles cuts into duration
-buckets (``DynamicBucketingSampler``; ``num_buckets=1``: ``DynamicCutSampler``)
+buckets (``DynamicBucketingSampler``; ``num_buckets=1``: ``DynamicCutSampler``),
+or reads them shortest first (``sort_by_duration``: SortaGrad's first epochs),
 and may apply SpecAugment and the paper's random per-batch P split;
 validation and decoding read the cuts in order, in two duration buckets.
 Every loader yields the batches of :class:`~zipformer_pc.data.dataset.PCAsrDataset`;
@@ -9,6 +10,7 @@ Every loader yields the batches of :class:`~zipformer_pc.data.dataset.PCAsrDatas
 (for ``set_epoch`` and the sampler state of mid-epoch resumption).
 """
 
+import warnings
 from typing import Optional
 
 import torch
@@ -38,8 +40,11 @@ class PCAsrDataModule:
 
     def train_dataloader(self, cuts_path: str, num_buckets: int = 10, use_spec_augment: bool = False,
                          punct_proportion: Optional[float] = None, use_auto_punct: bool = False,
-                         num_workers: int = 0) -> torch.utils.data.DataLoader:
-        from lhotse import load_manifest_lazy
+                         num_workers: int = 0, sort_by_duration: bool = False) -> torch.utils.data.DataLoader:
+        """``sort_by_duration``: every epoch reads the cuts in one order, shortest first (ties by id),
+        in batches of up to ``max_duration`` seconds (``num_buckets`` is ignored); the cuts are
+        loaded into memory to sort them."""
+        from lhotse import CutSet, load_manifest_lazy
         from lhotse.dataset import DynamicBucketingSampler, DynamicCutSampler
 
         dataset = PCAsrDataset(self.tokenizer, spec_augment=spec_augment() if use_spec_augment else None,
@@ -47,7 +52,12 @@ class PCAsrDataModule:
         opts = dict(max_duration=self.max_duration, shuffle=True, drop_last=False, seed=self.seed,
                     world_size=self.world_size, rank=self.rank)
         cuts = load_manifest_lazy(cuts_path)
-        if num_buckets > 1:
+        if sort_by_duration:
+            cuts = CutSet.from_cuts(sorted(cuts, key=lambda c: (c.duration, c.id)))
+            with warnings.catch_warnings():  # lhotse's advice to read lazily: sorting needs every cut
+                warnings.filterwarnings("ignore", message=".*eagerly read CutSet")
+                sampler = DynamicCutSampler(cuts, **{**opts, "shuffle": False})
+        elif num_buckets > 1:
             sampler = DynamicBucketingSampler(cuts, num_buckets=num_buckets, **opts)
         else:
             sampler = DynamicCutSampler(cuts, **opts)

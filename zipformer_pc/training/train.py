@@ -88,6 +88,9 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-duration", type=float, default=None, help="Seconds of audio per batch [per encoder]")
     g.add_argument("--num-buckets", type=int, default=10,
                    help="Duration buckets of the DynamicBucketingSampler; 1 = no bucketing (DynamicCutSampler)")
+    g.add_argument("--sortagrad-epochs", type=int, default=0,
+                   help="SortaGrad: the first N epochs read the training cuts shortest first, in one fixed order "
+                        "(a curriculum for the start of training from scratch); later epochs shuffle as usual")
     g.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (0: exact mid-epoch resume)")
     g.add_argument("--spec-augment", type=str2bool, default=None, help="lhotse SpecAugment [per encoder]")
     g.add_argument("--punct-proportion", type=float, default=None,
@@ -622,9 +625,16 @@ def run(rank: int, world_size: int, args) -> None:
     from lhotse import load_manifest_lazy
 
     data = PCAsrDataModule(tokenizer, args.max_duration, seed=args.seed, world_size=world_size, rank=rank)
-    train_dl = data.train_dataloader(args.train_cuts, num_buckets=args.num_buckets, use_spec_augment=args.spec_augment,
-                                     punct_proportion=args.punct_proportion, use_auto_punct=args.use_auto_punct,
-                                     num_workers=args.num_workers)
+
+    def train_loader(epoch: int):
+        """The shuffled loader, or SortaGrad's shortest-first one for the first --sortagrad-epochs."""
+        return data.train_dataloader(args.train_cuts, num_buckets=args.num_buckets,
+                                     use_spec_augment=args.spec_augment, punct_proportion=args.punct_proportion,
+                                     use_auto_punct=args.use_auto_punct, num_workers=args.num_workers,
+                                     sort_by_duration=epoch <= args.sortagrad_epochs)
+
+    start_epoch = args.start_epoch if ckpt is None else ckpt["cur_epoch"] + (0 if args.start_batch > 0 else 1)
+    train_dl = train_loader(start_epoch)
     valid_auto_punct = args.use_auto_punct and any_auto_punct(load_manifest_lazy(args.valid_cuts))
     if args.use_auto_punct and not valid_auto_punct and rank == 0:
         logging.info("The validation cuts carry no P' reference: mode P is validated on their true P")
@@ -640,11 +650,9 @@ def run(rank: int, world_size: int, args) -> None:
                  ddp_model=ddp_model, model_config=model_config, model_avg=model_avg, optimizer=optimizer,
                  scheduler=scheduler, scaler=scaler, loss_cfg=loss_cfg, train_dl=train_dl, valid_dl=valid_dl, tb=tb,
                  encoder_cache=load_encoder_cache(args))
-    start_epoch = args.start_epoch
     if ckpt is not None:
         for k in tr.counters:
             tr.counters[k] = ckpt.get(k, tr.counters[k])
-        start_epoch = ckpt["cur_epoch"] + (0 if args.start_batch > 0 else 1)
     if args.save_every_minutes > 0:
         tr.next_save_minute = tr.save_minute_after(tr.counters["train_seconds"] / 60)
     # Restored right before the first batch (after the DataLoader iterator is
@@ -665,6 +673,9 @@ def run(rank: int, world_size: int, args) -> None:
         if done:
             break
         scheduler.step_epoch(epoch - 1)
+        if args.sortagrad_epochs and epoch == args.sortagrad_epochs + 1 and epoch != start_epoch:
+            train_dl = tr.train_dl = train_loader(epoch)  # SortaGrad is over: shuffled from here on
+            logging.info(f"Epoch {epoch}: SortaGrad's {args.sortagrad_epochs} shortest-first epoch(s) are over")
         train_dl.sampler.set_epoch(epoch - 1)
         train_dl.dataset.set_epoch(epoch)
         if resume_sampler_state is not None:
@@ -709,6 +720,8 @@ def main() -> None:
     args.defaults_filled = apply_training_defaults(args)
     if not 0.0 <= args.alpha <= 1.0:
         raise SystemExit(f"--alpha must be in [0, 1], got {args.alpha}")
+    if args.sortagrad_epochs < 0:
+        raise SystemExit(f"--sortagrad-epochs must be >= 0, got {args.sortagrad_epochs}")
     if args.num_buckets < 1:
         raise SystemExit(f"--num-buckets must be >= 1, got {args.num_buckets}")
     if args.world_size > 1:
