@@ -370,3 +370,49 @@ def test_the_readme_server_commands_parse(tmp_path):
     r = subprocess.run([sys.executable, "tools/check_args.py", "--commands-file", str(cmds)], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_final_is_sent_again_when_a_late_mark_is_attached_to_its_segment():
+    """The recognizer moves a mark emitted after an endpoint back into the segment it ends
+    (``_reattach_leading_marks``); the server had already sent that segment's final, and the
+    mark was lost to the client (the load benchmark's finals differed from the offline runtime's
+    on a trained model). Now the amended final is sent again, under the same segment id."""
+    from zipformer_pc.runtime.stream import Segment
+    from zipformer_pc.server.app import Decoder, ServerConfig, Session
+
+    class Stream:  # what the worker step reads of a stream
+        num_samples, num_chunks, frames_done, duration, segments = 0, 0, 0, 0.0, []
+
+        def accept_waveform(self, rate, x):
+            self.num_samples += len(x)
+
+    script = [
+        lambda s: s.segments.append(Segment(0, 0.0, 1.0, {"P": "Yes", "N": "yes"})),  # the endpoint
+        lambda s: (setattr(s.segments[0], "end", 1.2), s.segments[0].text.update(P="Yes.")),  # late "."
+        lambda s: None,  # silence
+        lambda s: s.segments.append(Segment(1, 1.2, 2.0, {"P": "No", "N": "no"})),
+    ]
+
+    class Rec:
+        frame_seconds = 0.04
+
+        def decode_streams(self, streams, max_batch):
+            for s in streams:
+                script[s.num_chunks](s)
+                s.num_chunks += 1
+                s.frames_done += 16
+            return len(streams)
+
+        def current_segment(self, s):
+            return Segment(len(s.segments), 0.0, 0.0, {"P": "", "N": ""})
+
+    dec = Decoder(Rec(), ServerConfig())
+    try:
+        sess = Session(id=0, ws=None, sample_rate=16000, stream=Stream())
+        finals = []
+        for _ in script:
+            for sess_, msgs in dec._step([(sess, sess.stream, [np.zeros(160, np.float32)], False)]):
+                finals += [(m["segment"], m["P"], m["end"]) for m in msgs if m["type"] == "final"]
+        assert finals == [(0, "Yes", 1.0), (0, "Yes.", 1.2), (1, "No", 2.0)]
+    finally:
+        dec.executor.shutdown()

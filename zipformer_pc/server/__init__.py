@@ -40,7 +40,12 @@ Server to client (text messages, JSON objects with a ``type``):
   after every step that decoded audio of the stream: the current segment so far;
 * ``{"type": "final", ...}`` (the same fields) when a segment ends: an
   endpoint (``--endpoint``, on by default) or the end of the stream.  Final
-  segments have increasing ids and are never revised;
+  segments have increasing ids.  One amendment is possible: a punctuation
+  mark the model emits after the endpoint (in the silence that follows,
+  before the next segment's first word) belongs to the segment it ends, so
+  that segment's ``final`` is sent again with the mark attached (same
+  ``segment`` id, its text, ``end`` and ``words`` extended); a client
+  replaces the final of that id.  Nothing else of a final changes;
 * ``{"type": "done", "segments": n, "audio_seconds": s}`` after the last final;
 * ``{"type": "error", "code": "...", "message": "..."}``, then the server
   closes the connection (``fatal`` is true); for an empty binary message

@@ -85,6 +85,7 @@ class Session:
     close_code: int = CLOSE_NORMAL  # after ``done``
     dropped: bool = False
     reported_segments: int = 0  # worker side: finals already sent
+    last_final: Optional[dict] = None  # worker side: the newest segment's final as sent (without "time")
     chunks_reported: int = 0  # worker side: chunks covered by the last partial
     outbox: "asyncio.Queue" = field(default_factory=asyncio.Queue)
     drained: asyncio.Event = field(default_factory=asyncio.Event)
@@ -95,6 +96,10 @@ class Session:
 
     def send(self, msg) -> None:
         self.outbox.put_nowait(msg)
+
+
+def _without_time(msg: dict) -> dict:
+    return {k: v for k, v in msg.items() if k != "time"}
 
 
 class Decoder:
@@ -216,8 +221,17 @@ class Decoder:
             msgs = []
             segments = rec.finish(s) if end else s.segments
             now = s.frames_done * rec.frame_seconds
+            if sess.reported_segments:
+                # a mark the model emitted after the endpoint, before the next segment's first word,
+                # is moved back into the segment it ends (the offline runtime's result): send that
+                # segment's final again, amended
+                amended = self._segment_message("final", segments[sess.reported_segments - 1], now)
+                if _without_time(amended) != sess.last_final:
+                    msgs.append(amended)
+                    sess.last_final = _without_time(amended)
             for seg in segments[sess.reported_segments:]:
                 msgs.append(self._segment_message("final", seg, now))
+                sess.last_final = _without_time(msgs[-1])
             sess.reported_segments = len(segments)
             if end:
                 msgs.append({"type": "done", "segments": len(segments), "audio_seconds": round(s.duration, 3)})

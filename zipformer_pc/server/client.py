@@ -49,6 +49,7 @@ class StreamResult:
     errors: List[dict] = field(default_factory=list)
     close_code: Optional[int] = None
     seconds_sent: float = 0.0
+    amended: int = 0  # finals sent again with a late mark attached (they replace the earlier one)
     cut_short: bool = False  # the server finished the stream before the client's end (its shutdown)
 
     @property
@@ -118,7 +119,11 @@ async def stream_audio(http, url: str, samples: np.ndarray, rate: int, name: str
                     if kind == "partial":
                         res.partials += 1
                     else:
-                        res.finals.append(m)
+                        if res.finals and res.finals[-1].get("segment") == m.get("segment"):
+                            res.finals[-1] = m  # amended: a late mark attached to that segment
+                            res.amended += 1
+                        else:
+                            res.finals.append(m)
                         if on_final is not None:
                             on_final(name, m)
                 elif kind == "done":

@@ -58,8 +58,17 @@ function onMessage(event) {
   } else if (msg.type === "partial") {
     zpc.partial = msg;
   } else if (msg.type === "final") {
-    zpc.finals.push(msg);
-    zpc.partial = null;
+    const last = zpc.finals.length - 1;
+    if (last >= 0 && zpc.finals[last].segment === msg.segment) {
+      zpc.finals[last] = msg;  // amended: a late punctuation mark attached to that segment
+      for (const m of ["P", "N"]) {
+        const item = $(`finals-${m}`).children[last];
+        if (item) { item.textContent = msg[m] || ""; }
+      }
+    } else {
+      zpc.finals.push(msg);
+      zpc.partial = null;
+    }
   } else if (msg.type === "done") {
     setStatus("done", `${msg.segments} segment(s), ${msg.audio_seconds.toFixed(1)} s`);
     $("start").disabled = false;
