@@ -240,9 +240,10 @@ def test_sherpa_vs_ours_runs_a_tiny_model(capsys):
 
 def test_sherpa_vs_ours_compares_each_sides_best_thread_setting(capsys):
     results = sherpa_vs_ours.main(["--encoder", "tiny", "--duration", "1.5", "--num-utts", "1", "--repeats", "1",
-                                   "--precisions", "fp32", "--threads", "1,2"])
+                                   "--precisions", "fp32,int8", "--threads", "1,2"])
     out = capsys.readouterr().out
-    assert set(results) == {"fp32-t1", "fp32-t2", "fp32-best-P", "fp32-best-N"}
+    # each precision gets its best-setting rows (the second precision once failed on the first's)
+    assert set(results) == {f"{p}-{k}" for p in ("fp32", "int8") for k in ("t1", "t2", "best-P", "best-N")}
     assert [results[k]["threads"] for k in ("fp32-t1", "fp32-t2")] == [1, 2]
     runs = [results["fp32-t1"], results["fp32-t2"]]
     for m in ("P", "N"):
