@@ -63,24 +63,29 @@ def _best_match(signal: np.ndarray, template: np.ndarray) -> float:
     return float((corr / (window * np.linalg.norm(template))).max())
 
 
-def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_path):
+def _chrome(wav):
+    """Headless Chromium whose microphone plays ``wav``."""
     webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
     from selenium.webdriver.chrome.service import Service
 
-    speech = np.concatenate([speech_like(1.8, seed=11), np.zeros(16000, np.float32), speech_like(1.4, seed=12)])
-    wav = tmp_path / "mic.wav"
-    _write_wav(wav, np.concatenate([speech, np.zeros(int(SECONDS * 16000), np.float32)]))
-
-    srv = ServerProcess(tiny_onnx_model)
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                  "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
                  f"--use-file-for-fake-audio-capture={wav}", "--autoplay-policy=no-user-gesture-required"):
         opts.add_argument(flag)
+    return webdriver.Chrome(service=Service(DRIVER), options=opts)
+
+
+def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_path):
+    speech = np.concatenate([speech_like(1.8, seed=11), np.zeros(16000, np.float32), speech_like(1.4, seed=12)])
+    wav = tmp_path / "mic.wav"
+    _write_wav(wav, np.concatenate([speech, np.zeros(int(SECONDS * 16000), np.float32)]))
+
+    srv = ServerProcess(tiny_onnx_model)
     driver = None
     try:
-        driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+        driver = _chrome(wav)
         driver.get(f"http://127.0.0.1:{srv.port}/?autostart=1&keep=1&seconds={SECONDS}")
         deadline = time.time() + 120
         while True:
@@ -115,3 +120,32 @@ def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_
         [(s.id, s.text["P"], s.text["N"]) for s in expected]
     assert shown == {m: [s.text[m] for s in expected] for m in ("P", "N")}
     assert visible == {"P": True, "N": True} and state["modes"] == ["P", "N"]
+
+
+def test_the_page_replaces_an_amended_final_text_and_time(tiny_onnx_model, tmp_path):
+    """The server sends a segment's final again when a late mark joins it (same segment id):
+    the page shows the amended text and time in place of the first, and appends new segments."""
+    wav = tmp_path / "silence.wav"
+    _write_wav(wav, np.zeros(16000, np.float32))
+    srv = ServerProcess(tiny_onnx_model)
+    driver = None
+    final = dict(type="final", segment=0, start=0.0, end=1.5, P="Hello there", N="hello there")
+    amended = dict(final, end=1.9, P="Hello there.")
+    second = dict(type="final", segment=1, start=2.5, end=3.0, P="Yes", N="yes")
+    try:
+        driver = _chrome(wav)
+        driver.get(f"http://127.0.0.1:{srv.port}/")
+        shown = []
+        for msg in (final, amended, second):
+            driver.execute_script("onMessage({data: JSON.stringify(arguments[0])});", msg)
+            shown.append({m: [(li.text, li.get_attribute("title"))
+                              for li in driver.find_elements("css selector", f"#finals-{m} li")] for m in ("P", "N")})
+        segments = driver.execute_script("return zpc.finals.map(f => f.segment)")
+    finally:
+        if driver is not None:
+            driver.quit()
+        srv.stop()
+    assert shown[0] == {"P": [("Hello there", "0.00-1.50 s")], "N": [("hello there", "0.00-1.50 s")]}
+    assert shown[1] == {"P": [("Hello there.", "0.00-1.90 s")], "N": [("hello there", "0.00-1.90 s")]}
+    assert shown[2]["P"] == [("Hello there.", "0.00-1.90 s"), ("Yes", "2.50-3.00 s")]
+    assert segments == [0, 1]

@@ -32,6 +32,11 @@ function fail(message) {
   $("stop").disabled = true;
 }
 
+function fillItem(li, f, m) {
+  li.textContent = f[m] || "";
+  li.title = `${f.start.toFixed(2)}-${f.end.toFixed(2)} s`;
+}
+
 function render() {
   for (const m of ["P", "N"]) {
     const pane = $(`pane-${m}`);
@@ -40,8 +45,7 @@ function render() {
     while (list.children.length < zpc.finals.length) {
       const f = zpc.finals[list.children.length];
       const li = document.createElement("li");
-      li.textContent = f[m] || "";
-      li.title = `${f.start.toFixed(2)}-${f.end.toFixed(2)} s`;
+      fillItem(li, f, m);
       list.appendChild(li);
     }
     $(`partial-${m}`).textContent = zpc.partial ? (zpc.partial[m] || "") : "";
@@ -63,7 +67,7 @@ function onMessage(event) {
       zpc.finals[last] = msg;  // amended: a late punctuation mark attached to that segment
       for (const m of ["P", "N"]) {
         const item = $(`finals-${m}`).children[last];
-        if (item) { item.textContent = msg[m] || ""; }
+        if (item) { fillItem(item, msg, m); }  // its text and its time
       }
     } else {
       zpc.finals.push(msg);
