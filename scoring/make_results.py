@@ -252,6 +252,22 @@ def measurement(exp_dir: Path, stem: str) -> Tuple[Optional[str], Dict[str, Any]
     return (md.read_text().strip() if md.is_file() else None), (json.loads(js.read_text()) if js.is_file() else {})
 
 
+def restoration_scores(data_dir: Path, test: str) -> List[Tuple[str, Dict[str, float]]]:
+    """The text restoration models of the prepared dataset (``DATA_DIR/restore/SUBSET/results.json``,
+    written by ``zipformer_pc.restoration.train``) scored on the reference words of ``test``:
+    [(subset, {"punc_er", "case_er", "per"})], for the subsets that scored it."""
+    found = []
+    for path in sorted(data_dir.glob("restore/*/results.json")):
+        try:
+            res = (json.loads(path.read_text()).get("results") or {}).get(test)
+        except (OSError, ValueError):
+            logging.warning(f"{path}: unreadable, left out")
+            continue
+        if res and all(res.get(k) is not None for k in ("punc_er", "case_er", "per")):
+            found.append((path.parent.name, {k: float(res[k]) for k in ("punc_er", "case_er", "per")}))
+    return found
+
+
 def code_version() -> str:
     """``commit abc1234`` of the checkout that made the results (``+ local changes`` if code differs)."""
     import subprocess
@@ -461,6 +477,12 @@ def main() -> None:
         head = ["training data", "params"] + (["RTF (ONNX, 1 thread)"] if ti == 0 else [])
         lines.extend(table(head, rows))
         w("")
+        for subset, r in restoration_scores(args.data_dir, test):
+            w(f"The text restoration model (`restore/{subset}`: the cascade's second stage, and the writer of the "
+              f"P' references) on the reference words of `{test}`, no ASR: PuncER {fmt(r['punc_er'])}, "
+              f"CaseER {fmt(r['case_er'])}, PER {fmt(r['per'])}. The P' systems learn punctuation of about that "
+              "quality; the cascade adds its ASR errors.")
+            w("")
 
     # ------------------------------------------------------- Table III
     w("## Table III: proportion of punctuated training data (conditioned, alpha 0.5)")

@@ -259,3 +259,26 @@ def test_latency_and_load_sections_say_how_to_measure_when_not_measured(tmp_path
     load = md[md.index("## Server load"):].split("\n## ")[0]
     assert "Not measured in this run. Stage 5 of `egs/synth/run.sh` measures it (`--load-streams`)" in load
     assert "benchmarks/server_load.py --model-dir MODEL_DIR --streams 1,4,8,16,32 --output-md EXP_DIR/load.md" in load
+
+
+def test_the_restoration_model_on_reference_words_is_reported_under_its_test_set(tmp_path):
+    """The P' references come from the text restoration model: its own scores on the reference words
+    (restore/SUBSET/results.json) are quoted under Table I / II, each under its own test set."""
+    exp, results, data = tmp_path / "exp", tmp_path / "res", tmp_path / "data"
+    write_registry(exp, ["cond_p", "punct_pauto"])
+    fabricate(exp, "cond_p", "test", lambda r: r)
+    fabricate(exp, "punct_pauto", "test", lowercase_no_marks)
+    (data / "restore" / "p1").mkdir(parents=True)
+    scores = {"test": {"punc_er": 78.114, "case_er": 22.89, "per": 68.468, "num_lines": 100},
+              "test_ood": {"punc_er": 82.06, "case_er": 54.25, "per": 74.39}}
+    (data / "restore" / "p1" / "results.json").write_text(json.dumps({"args": {}, "results": scores}))
+    (data / "restore" / "p0.2").mkdir()
+    (data / "restore" / "p0.2" / "results.json").write_text("{not json")  # unreadable: left out, no crash
+    r = run(exp, results, data)
+    assert r.returncode == 0, r.stderr
+    md = (results / "RESULTS.md").read_text()
+    table1, table2 = md.split("## Table I:")[1].split("## Table II:")
+    table2 = table2.split("## Table III")[0]
+    assert "`restore/p1`" in table1 and "PuncER 78.11, CaseER 22.89, PER 68.47" in table1
+    assert "PuncER 82.06, CaseER 54.25, PER 74.39" in table2 and "78.11" not in table2
+    assert "p0.2" not in md.split("## Table III")[0] and "unreadable" in r.stderr
