@@ -49,11 +49,13 @@ def main() -> None:
     p.add_argument("--prune-range", type=int, default=5)
     p.add_argument("--convnext-hidden-ratio", type=int, default=None,
                    help="front-end ConvNeXt expansion (encoder config default if not given; 0: no block)")
+    p.add_argument("--autocast", default="none", choices=("none", "bf16"),
+                   help="bf16: forward under torch.autocast(cpu, bfloat16) (matrix products in bfloat16)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if not args.worker:
         print(f"encoder {args.encoder}, batch {args.batch_size} x {args.seconds:.1f} s, vocabulary "
-              f"{args.vocab_size}, {args.num_threads} threads")
+              f"{args.vocab_size}, {args.num_threads} threads, autocast {args.autocast}")
         print("| model type | loss | parameters | s audio / s | s per step | peak RSS (MB) |")
         print("|---|---|---|---|---|---|")
         shared = ["--encoder", args.encoder, "--batch-size", str(args.batch_size), "--seconds", str(args.seconds),
@@ -61,6 +63,7 @@ def main() -> None:
                   str(args.num_threads), "--seed", str(args.seed), "--prune-range", str(args.prune_range)]
         if args.convnext_hidden_ratio is not None:
             shared += ["--convnext-hidden-ratio", str(args.convnext_hidden_ratio)]
+        shared += ["--autocast", args.autocast]
         for mt in args.model_types.split(","):
             for loss in args.losses.split(","):
                 cmd = [sys.executable, __file__, "--worker", "--model-types", mt, "--losses", loss, *shared]
@@ -94,7 +97,8 @@ def main() -> None:
     times = []
     for step in range(args.steps + 1):
         t0 = time.perf_counter()
-        out = model(feats, lens, tn, tp, alpha=0.5, loss_cfg=cfg)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            out = model(feats, lens, tn, tp, alpha=0.5, loss_cfg=cfg)
         out["loss"].backward()
         opt.step()
         opt.zero_grad()

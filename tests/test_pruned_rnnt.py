@@ -130,3 +130,29 @@ def test_model_trains_with_the_pruned_backend_without_k2():
     assert model.simple_am_proj is not None
     grads = [p.grad for p in model.parameters() if p.requires_grad]
     assert all(g is not None for g in grads[:5]) and any(float(g.abs().sum()) > 0 for g in grads if g is not None)
+
+
+def test_the_pruned_loss_runs_in_float32_under_bfloat16_autocast():
+    """A forward under torch.autocast(cpu, bfloat16) (benchmarks/train_speed.py --autocast bf16)
+    hands bfloat16 activations to the loss, which runs the lattice in float32 and stays close to
+    the float32 loss of the same weights."""
+    from zipformer_pc.model import loss as loss_mod
+    from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
+
+    if loss_mod.k2_available():
+        pytest.skip("k2 imports: --loss pruned runs k2's loss")
+    torch.manual_seed(0)
+    head = HeadConfig(model_type="conditioned", vocab_size=V, decoder_dim=32, joiner_dim=32, mode_dim=4,
+                      with_simple_proj=True)
+    cfg = make_model_config("tiny", {"encoder_dim": "32", "feedforward_dim": "64", "num_heads": "2",
+                                     "encoder_unmasked_dim": "32", "num_encoder_layers": "1,1,1,1,1,1"}, head)
+    model = build_model(cfg).eval()
+    feats, lens = torch.randn(2, 160, 80), torch.tensor([160, 120])
+    lcfg = loss_mod.LossConfig(backend="pruned", prune_range=3)
+    args = (feats, lens, [[3, 4, 5], [6, 7]], [[3, 4, 5, 8], None])
+    ref = model(*args, loss_cfg=lcfg)["loss"]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(*args, loss_cfg=lcfg)["loss"]
+    assert out.dtype == torch.float32 and torch.isfinite(out)
+    assert abs(float(out) - float(ref)) < 0.05 * abs(float(ref))
+    out.backward()
