@@ -108,20 +108,26 @@ def test_posteriors_of_the_simple_lattice_sum_to_one_per_frame():
                               atol=1e-4)
 
 
-def test_model_trains_with_the_pruned_backend_without_k2():
-    """--loss pruned: the transducer's loss goes through this module when k2 is absent."""
-    from zipformer_pc.model import loss as loss_mod
+def small_conditioned_model():
+    """A conditioned transducer with a 1-layer-per-stack tiny encoder and simple projections."""
     from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
 
-    if loss_mod.k2_available():
-        pytest.skip("k2 imports: --loss pruned runs k2's loss")
-    assert loss_mod.resolve_backend("pruned") == "pruned"
     torch.manual_seed(0)
     head = HeadConfig(model_type="conditioned", vocab_size=V, decoder_dim=32, joiner_dim=32, mode_dim=4,
                       with_simple_proj=True)
     cfg = make_model_config("tiny", {"encoder_dim": "32", "feedforward_dim": "64", "num_heads": "2",
                                      "encoder_unmasked_dim": "32", "num_encoder_layers": "1,1,1,1,1,1"}, head)
-    model = build_model(cfg)
+    return build_model(cfg)
+
+
+def test_model_trains_with_the_pruned_backend_without_k2():
+    """--loss pruned: the transducer's loss goes through this module when k2 is absent."""
+    from zipformer_pc.model import loss as loss_mod
+
+    if loss_mod.k2_available():
+        pytest.skip("k2 imports: --loss pruned runs k2's loss")
+    assert loss_mod.resolve_backend("pruned") == "pruned"
+    model = small_conditioned_model()
     feats, lens = torch.randn(2, 160, 80), torch.tensor([160, 120])
     lcfg = loss_mod.LossConfig(backend="pruned", prune_range=3)
     out = model(feats, lens, [[3, 4, 5], [6, 7]], [[3, 4, 5, 8], None], loss_cfg=lcfg)
@@ -137,16 +143,10 @@ def test_the_pruned_loss_runs_in_float32_under_bfloat16_autocast():
     hands bfloat16 activations to the loss, which runs the lattice in float32 and stays close to
     the float32 loss of the same weights."""
     from zipformer_pc.model import loss as loss_mod
-    from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
 
     if loss_mod.k2_available():
         pytest.skip("k2 imports: --loss pruned runs k2's loss")
-    torch.manual_seed(0)
-    head = HeadConfig(model_type="conditioned", vocab_size=V, decoder_dim=32, joiner_dim=32, mode_dim=4,
-                      with_simple_proj=True)
-    cfg = make_model_config("tiny", {"encoder_dim": "32", "feedforward_dim": "64", "num_heads": "2",
-                                     "encoder_unmasked_dim": "32", "num_encoder_layers": "1,1,1,1,1,1"}, head)
-    model = build_model(cfg).eval()
+    model = small_conditioned_model().eval()
     feats, lens = torch.randn(2, 160, 80), torch.tensor([160, 120])
     lcfg = loss_mod.LossConfig(backend="pruned", prune_range=3)
     args = (feats, lens, [[3, 4, 5], [6, 7]], [[3, 4, 5, 8], None])
