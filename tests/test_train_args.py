@@ -61,3 +61,37 @@ def test_a_resumed_run_takes_the_schedule_given_on_its_command_line_only():
     expected = 0.03 * (1 + 2.0 ** 2) ** -0.25 * (1 + (s.epoch / s.lr_epochs) ** 2) ** -0.25
     assert abs(s.get_last_lr()[0] - expected) < 1e-12 and s.get_last_lr()[0] < lr_saved
     assert s.optimizer.param_groups[0]["base_lr"] == 0.03
+
+
+def test_sortagrad_is_a_tiny_default_for_training_from_scratch_only():
+    scratch, filled = parse("--encoder", "tiny")
+    assert scratch.sortagrad_epochs == 1 and filled["sortagrad_epochs"] == 1
+    # fine-tuning reads its data shuffled from the first batch
+    finetune, filled = parse("--encoder", "tiny", "--init-from", "norm.pt")
+    assert finetune.sortagrad_epochs == 0 and filled["sortagrad_epochs"] == 0
+    given, filled = parse("--encoder", "tiny", "--init-from", "norm.pt", "--sortagrad-epochs", "2")
+    assert given.sortagrad_epochs == 2 and "sortagrad_epochs" not in filled
+    paper, _ = parse("--encoder", "paper")
+    assert paper.sortagrad_epochs == 0
+
+
+def test_a_resumed_run_keeps_its_checkpoints_counters_unless_given():
+    from zipformer_pc.training.train import keep_checkpoint_counters
+
+    # a run started before SortaGrad was a default (no such option in its checkpoint) resumes shuffled,
+    # and a fine-tuning run started with --warm-step 0 does not warm up again
+    args, filled = parse("--encoder", "tiny")
+    args.defaults_filled = filled
+    changes = keep_checkpoint_counters(args, {"warm_step": 0, "lr_epochs": 3.5})
+    assert (args.sortagrad_epochs, args.warm_step, args.lr_epochs) == (0, 0, 100.0)
+    assert changes == ["--warm-step 0 (the default is 2000)", "--sortagrad-epochs 0 (the default is 1)"]
+    # values given on the command line win over the checkpoint's
+    args, filled = parse("--encoder", "tiny", "--sortagrad-epochs", "3", "--warm-step", "10")
+    args.defaults_filled = filled
+    assert keep_checkpoint_counters(args, {"warm_step": 0, "sortagrad_epochs": 1}) == []
+    assert (args.sortagrad_epochs, args.warm_step) == (3, 10)
+    # the checkpoint agrees with the defaults, or has no options saved: nothing changes
+    args, filled = parse("--encoder", "tiny")
+    args.defaults_filled = filled
+    assert keep_checkpoint_counters(args, {"warm_step": 2000, "sortagrad_epochs": 1}) == []
+    assert keep_checkpoint_counters(args, {}) == [] and args.sortagrad_epochs == 1

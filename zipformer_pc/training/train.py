@@ -88,9 +88,10 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-duration", type=float, default=None, help="Seconds of audio per batch [per encoder]")
     g.add_argument("--num-buckets", type=int, default=10,
                    help="Duration buckets of the DynamicBucketingSampler; 1 = no bucketing (DynamicCutSampler)")
-    g.add_argument("--sortagrad-epochs", type=int, default=0,
+    g.add_argument("--sortagrad-epochs", type=int, default=None,
                    help="SortaGrad: the first N epochs read the training cuts shortest first, in one fixed order "
-                        "(a curriculum for the start of training from scratch); later epochs shuffle as usual")
+                        "(a curriculum for the start of training from scratch); later epochs shuffle as usual "
+                        "[per encoder; 0 with --init-from]")
     g.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (0: exact mid-epoch resume)")
     g.add_argument("--spec-augment", type=str2bool, default=None, help="lhotse SpecAugment [per encoder]")
     g.add_argument("--punct-proportion", type=float, default=None,
@@ -189,10 +190,15 @@ def get_parser() -> argparse.ArgumentParser:
 # (benchmarks/learning_curve.py; README, "Training on a CPU").
 TRAINING_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "paper": dict(max_duration=200.0, spec_augment=True, embed_init_std=1.0, loss="auto", warm_step=2000,
-                  ctc_loss_scale=0.0, base_lr=0.045, lr_batches=7500.0, lr_epochs=3.5, warmup_batches=500.0),
+                  ctc_loss_scale=0.0, base_lr=0.045, lr_batches=7500.0, lr_epochs=3.5, warmup_batches=500.0,
+                  sortagrad_epochs=0),
     "tiny": dict(max_duration=60.0, spec_augment=False, embed_init_std=1.0, loss="pruned", warm_step=2000,
-                 ctc_loss_scale=0.3, base_lr=0.045, lr_batches=7500.0, lr_epochs=100.0, warmup_batches=50.0),
+                 ctc_loss_scale=0.3, base_lr=0.045, lr_batches=7500.0, lr_epochs=100.0, warmup_batches=50.0,
+                 sortagrad_epochs=1),
 }
+# Defaults that only concern training from scratch: with --init-from they are 0
+# (a fine-tuning run reads its data shuffled from the first batch).
+FROM_SCRATCH_ONLY = ("sortagrad_epochs",)
 
 
 def apply_training_defaults(args) -> Dict[str, Any]:
@@ -201,6 +207,8 @@ def apply_training_defaults(args) -> Dict[str, Any]:
     filled = {}
     for k, v in table.items():
         if getattr(args, k) is None:
+            if k in FROM_SCRATCH_ONLY and getattr(args, "init_from", None):
+                v = 0
             setattr(args, k, v)
             filled[k] = v
     return filled
@@ -231,6 +239,29 @@ def resume_schedule(scheduler: Eden, args) -> List[str]:
         if old != new:
             changes.append(f"--{k.replace('_', '-')} {old:g} -> {new:g}")
     scheduler.step_batch(scheduler.batch)
+    return changes
+
+
+# Options counted from the start of training, with the value a checkpoint
+# written before the option existed was trained with.
+CHECKPOINT_COUNTERS = (("warm_step", None), ("sortagrad_epochs", 0))
+
+
+def keep_checkpoint_counters(args, saved_args: Dict[str, Any]) -> List[str]:
+    """On resumption, the options of ``CHECKPOINT_COUNTERS`` left to the
+    defaults take the checkpoint's values: the loss warm-up counts batches from
+    the start of training and SortaGrad's sorted epochs from its first epoch, so
+    a fine-tuning run started with ``--warm-step 0`` must not warm up again and a
+    run started before SortaGrad was a default resumes shuffled.  A value given
+    on the command line wins.  Returns the changes as ``"--option V (the default
+    is D)"`` strings."""
+    filled = getattr(args, "defaults_filled", {})
+    changes = []
+    for k, missing in CHECKPOINT_COUNTERS:
+        saved = saved_args.get(k, missing) if saved_args else None
+        if k in filled and saved is not None and saved != getattr(args, k):
+            changes.append(f"--{k.replace('_', '-')} {saved} (the default is {getattr(args, k)})")
+            setattr(args, k, saved)
     return changes
 
 
@@ -581,12 +612,8 @@ def run(rank: int, world_size: int, args) -> None:
     ckpt = load_resume_checkpoint(exp_dir, args)
     if ckpt is not None:
         logging.info(f"Resuming from batch {ckpt['batch_idx_train']} (epoch {ckpt['cur_epoch']})")
-        # the loss warm-up counts batches from the start of training: a resumed run keeps the
-        # checkpoint's (a fine-tuning run started with --warm-step 0 must not warm up again)
-        saved = (ckpt.get("args") or {}).get("warm_step")
-        if "warm_step" in filled and saved is not None and saved != args.warm_step:
-            logging.info(f"Resuming with the checkpoint's --warm-step {saved} (the default is {args.warm_step})")
-            args.warm_step = saved
+        for change in keep_checkpoint_counters(args, ckpt.get("args") or {}):
+            logging.info(f"Resuming with the checkpoint's {change}")
     loss_cfg = LossConfig(backend=backend, prune_range=args.prune_range, am_scale=args.am_scale,
                           lm_scale=args.lm_scale, simple_loss_scale=args.simple_loss_scale,
                           warm_step=args.warm_step)
