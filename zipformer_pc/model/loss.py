@@ -122,7 +122,8 @@ def transducer_loss(
 
         with torch.autocast(device_type=encoder_out.device.type, enabled=False):
             simple, pruned = pruned_rnnt_loss(
-                encoder_out.float(), encoder_lens, decoder_out.float(), joiner, simple_am_proj, simple_lm_proj, y, y_lens,
+                encoder_out.float(), encoder_lens, decoder_out.float(), joiner, simple_am_proj, simple_lm_proj,
+                y, y_lens,
                 blank_id=blank_id, prune_range=cfg.prune_range, lm_scale=cfg.lm_scale, am_scale=cfg.am_scale,
             )
     s, p = cfg.simple_loss_scale, 1.0
