@@ -7,7 +7,8 @@ BASE = ["--train-cuts", "t.jsonl.gz", "--valid-cuts", "v.jsonl.gz", "--bpe-model
 
 def parse(*extra):
     args = get_parser().parse_args(BASE + list(extra))
-    return args, apply_training_defaults(args)
+    args.defaults_filled = apply_training_defaults(args)  # as train.py's main does
+    return args, args.defaults_filled
 
 
 def test_each_encoder_gets_its_own_defaults_and_the_command_line_wins():
@@ -39,7 +40,7 @@ def test_a_resumed_run_takes_the_schedule_given_on_its_command_line_only():
         opt = make_optimizer("scaled_adam", [torch.nn.Parameter(torch.ones(3))], lr=args.base_lr)
         return Eden(opt, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches)
 
-    first, _ = parse("--encoder", "tiny")
+    first, _ = parse("--encoder", "tiny", "--lr-batches", "7500")
     saved = scheduler_from(first)
     saved.step_batch(2000)
     state = saved.state_dict()

@@ -192,8 +192,8 @@ TRAINING_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "paper": dict(max_duration=200.0, spec_augment=True, embed_init_std=1.0, loss="auto", warm_step=2000,
                   ctc_loss_scale=0.0, base_lr=0.045, lr_batches=7500.0, lr_epochs=3.5, warmup_batches=500.0,
                   sortagrad_epochs=0),
-    "tiny": dict(max_duration=60.0, spec_augment=False, embed_init_std=1.0, loss="pruned", warm_step=2000,
-                 ctc_loss_scale=0.3, base_lr=0.045, lr_batches=7500.0, lr_epochs=100.0, warmup_batches=50.0,
+    "tiny": dict(max_duration=30.0, spec_augment=False, embed_init_std=1.0, loss="pruned", warm_step=2000,
+                 ctc_loss_scale=0.3, base_lr=0.045, lr_batches=1000.0, lr_epochs=100.0, warmup_batches=50.0,
                  sortagrad_epochs=1),
 }
 # Defaults that only concern training from scratch: with --init-from they are 0
