@@ -16,9 +16,10 @@
 #   --nj N                        parallel jobs [2]
 #   --seed N                      text selection, voices, subsets [42]
 #   --size default|tiny           synth corpus size preset [default]
-#   --voice-set default|wide      synth train voices: the 11 in-domain ones, or those plus ~570
-#                                 espeak-ng variants and wider prosody (local/synthesize.py);
-#                                 dev, test and test_ood keep theirs [default]
+#   --voice-set default|wide|mixed  synth train voices: the 11 in-domain ones, or those plus ~570
+#                                 espeak-ng variants and wider prosody, or per utterance one of the
+#                                 two (40% wide; local/synthesize.py); dev, test and test_ood keep
+#                                 theirs [default]
 #   --train-hours H               synth training speech, overrides the preset [preset]
 #   --test-utts N                 synth utterances in test and in test_ood, overrides the preset [preset]
 #   --vocab-size N                sentencepiece vocabulary [256 synth, 500 librispeech, 120 tiny]
@@ -81,8 +82,8 @@ case "$size" in
   *) echo "prepare.sh: --size must be default or tiny, not '$size'" >&2; exit 2 ;;
 esac
 case "$voice_set" in
-  default|wide) ;;
-  *) echo "prepare.sh: --voice-set must be default or wide, not '$voice_set'" >&2; exit 2 ;;
+  default|wide|mixed) ;;
+  *) echo "prepare.sh: --voice-set must be default, wide or mixed, not '$voice_set'" >&2; exit 2 ;;
 esac
 [ -n "$train_hours" ] || train_hours=$preset_hours
 [ -n "$test_utts" ] || test_utts=$preset_test

@@ -25,6 +25,10 @@ high-pass 50..300 Hz, low-pass 3.4..7 kHz), one peaking EQ band (30%:
 300 Hz..4 kHz, +-6 dB) and a small-room reverb (20%: reverberance 10..40%);
 finally a level of -10..-1 dB full scale (sox ``gain -n``, which also prevents
 clipping).  The effects are recorded in ``custom["tts"]["sox_effects"]``.
+``--voice-set mixed`` reads each utterance with the default set (voices and
+prosody as above) or, with probability tts.MIXED_WIDE_SHARE, with the wide
+set: training speech that keeps most of its hours on the in-domain voices and
+still meets hundreds of others.
 ``--voice-set default`` gives the same voices, prosody and files as before
 the option existed.
 
@@ -48,7 +52,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 # tts.py is this script's sibling: its folder is on sys.path when run as `python local/synthesize.py`
-from tts import OOD_VOICES, TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES, Synthesizer, Voice, check_tools, voice_dict
+from tts import MIXED_WIDE_SHARE, OOD_VOICES, TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES, Synthesizer, Voice, check_tools, voice_dict
 
 from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
 
@@ -105,9 +109,15 @@ def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "defau
     """Voice and prosody for one utterance, a function of (seed, id) only.
 
     ``voice_set`` picks the ranges of PROSODY_RANGES; ``wide`` also draws the
-    engine family first (WIDE_ESPEAK_SHARE) and adds ``sox_effects``."""
+    engine family first (WIDE_ESPEAK_SHARE) and adds ``sox_effects``;
+    ``mixed`` first draws which of the two sets reads the utterance
+    (MIXED_WIDE_SHARE), the default one from the TRAIN_VOICES among ``voices``."""
     h = int.from_bytes(hashlib.sha256(f"{seed}:{utt_id}".encode()).digest()[:8], "little")
     rng = random.Random(h)
+    if voice_set == "mixed":
+        voice_set = "wide" if rng.random() < MIXED_WIDE_SHARE else "default"
+        if voice_set == "default":
+            voices = [v for v in voices if v in TRAIN_VOICES]
     r = PROSODY_RANGES[voice_set]
     if voice_set == "wide":
         espeak = [v for v in voices if v.engine == "espeak-ng"]
@@ -137,9 +147,9 @@ def voice_pool(voices: str, voice_set: str) -> List[Voice]:
     """The voices of ``--voices`` and ``--voice-set``."""
     if voices == "ood":
         if voice_set != "default":
-            raise ValueError("--voice-set wide is a training pool: the held-out voices have no wide set")
+            raise ValueError(f"--voice-set {voice_set} is a training pool: the held-out voices have no wide set")
         return OOD_VOICES
-    return WIDE_VOICES if voice_set == "wide" else TRAIN_VOICES
+    return WIDE_VOICES if voice_set in ("wide", "mixed") else TRAIN_VOICES
 
 
 def audio_path(audio_dir: Path, utt_id: str, params: Dict) -> Path:
@@ -154,8 +164,9 @@ def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--text", required=True, help="Utterance text file (jsonl)")
     p.add_argument("--voices", choices=["train", "ood"], required=True)
-    p.add_argument("--voice-set", choices=["default", "wide"], default="default",
-                   help="Voices and prosody of --voices train: default (TRAIN_VOICES) or wide (WIDE_VOICES)")
+    p.add_argument("--voice-set", choices=["default", "wide", "mixed"], default="default",
+                   help="Voices and prosody of --voices train: default (TRAIN_VOICES), wide (WIDE_VOICES) "
+                        "or mixed (each utterance one of the two, MIXED_WIDE_SHARE wide)")
     p.add_argument("--split", required=True, help="Split name used in manifest file names")
     p.add_argument("--audio-dir", required=True)
     p.add_argument("--manifest-dir", required=True)

@@ -64,8 +64,10 @@ def test_default_pools_are_the_in_domain_and_held_out_voices():
     assert synthesize.voice_pool("train", "default") is tts.TRAIN_VOICES
     assert synthesize.voice_pool("ood", "default") is tts.OOD_VOICES
     assert synthesize.voice_pool("train", "wide") is tts.WIDE_VOICES
-    with pytest.raises(ValueError, match="training pool"):
-        synthesize.voice_pool("ood", "wide")
+    assert synthesize.voice_pool("train", "mixed") is tts.WIDE_VOICES
+    for vset in ("wide", "mixed"):
+        with pytest.raises(ValueError, match=f"--voice-set {vset} is a training pool"):
+            synthesize.voice_pool("ood", vset)
     assert synthesize.get_parser().parse_args(
         ["--text", "t", "--voices", "train", "--split", "s", "--audio-dir", "a", "--manifest-dir", "m"]
     ).voice_set == "default"
@@ -221,6 +223,26 @@ def test_wide_prosody_ranges_and_effects():
     assert abs(used["reverb"] / n - 0.2) < 0.04
 
 
+def test_mixed_draws_are_default_or_wide_per_utterance():
+    """--voice-set mixed: each utterance read as by the default set (an in-domain voice, its
+    prosody ranges, no effects) or as by the wide one, MIXED_WIDE_SHARE of them wide."""
+    ids = [f"train-{i:06d}" for i in range(3000)]
+    mixed = [synthesize.prosody(u, tts.WIDE_VOICES, 42, "mixed") for u in ids]
+    assert mixed == [synthesize.prosody(u, tts.WIDE_VOICES, 42, "mixed") for u in ids]
+    wide = [p for p in mixed if "sox_effects" in p]
+    assert abs(len(wide) / len(mixed) - tts.MIXED_WIDE_SHARE) < 0.03, len(wide)
+    in_domain = {v.name for v in tts.TRAIN_VOICES}
+    for p in mixed:
+        if "sox_effects" in p:
+            continue
+        assert p["voice"]["name"] in in_domain
+        assert -80 <= p["sox_pitch_cents"] <= 80 and 0.92 <= p["sox_tempo"] <= 1.08
+    # every in-domain voice reads some of the default share; the wide share meets hundreds of voices
+    assert {p["voice"]["name"] for p in mixed if "sox_effects" not in p} == in_domain
+    assert len({p["voice"]["name"] for p in wide}) > 300
+    assert min(p["sox_pitch_cents"] for p in wide) < -200 and max(p["sox_pitch_cents"] for p in wide) > 300
+
+
 def _draw_with_every_effect(voice, min_cents=300):
     """A wide draw for ``voice`` (a one-voice pool) with all three effects, a large pitch shift and a
     band limit above 4 kHz (beyond the Nyquist frequency of flite kal's 8 kHz output)."""
@@ -304,6 +326,11 @@ def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
     assert "--voices ood --voice-set default" in calls["test_ood"]
     assert marker.read_text().split()[-1] == "voice_set=wide"
 
+    r = _prepare_stage1(venv, data, "--voice-set", "mixed")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "--voices train --voice-set mixed --split train" in log.read_text()
+    assert marker.read_text().split()[-1] == "voice_set=mixed"
+
     # the default is not recorded: the marker of corpora made before the option stays valid
     log.unlink()
     r = _prepare_stage1(venv, data)
@@ -321,7 +348,7 @@ def test_prepare_rejects_an_unknown_voice_set():
     r = subprocess.run(["bash", "prepare.sh", "--voice-set", "huge"], cwd=ROOT, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2
-    assert "--voice-set must be default or wide" in r.stderr
+    assert "--voice-set must be default, wide or mixed, not 'huge'" in r.stderr
 
 
 # ----------------------------------------------------------------- every wide voice (slow)

@@ -18,8 +18,8 @@
 #   --data-dir DIR             corpus (kept outside the work tree for long runs) [data_pretrain]
 #   --exp-dir DIR              experiments [egs/synth/exp_pretrain]
 #   --train-hours H            training speech to synthesize [20]
-#   --voice-set default|wide   training voices (prepare.sh --voice-set; dev, test and test_ood keep
-#                              the default ones) [wide]
+#   --voice-set default|wide|mixed  training voices (prepare.sh --voice-set; dev, test and test_ood
+#                              keep the default ones) [mixed]
 #   --norm-minutes M           training-time budget of the norm model [240]
 #   --cond-minutes M           training-time budget of the conditioned model [240]
 #   --threads N                torch threads of the training process [2]
@@ -51,7 +51,7 @@ stop_stage=5
 data_dir=data_pretrain
 exp_dir=egs/synth/exp_pretrain
 train_hours=20
-voice_set=wide
+voice_set=mixed
 norm_minutes=240
 cond_minutes=240
 threads=2

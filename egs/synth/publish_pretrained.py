@@ -306,8 +306,8 @@ def main() -> None:
               f"Synthetic speech: Debian TTS voices (espeak-ng, flite, festival) reading Jane Austen, with per-utterance "
               f"pitch and tempo perturbation (sox); `test_ood` uses other voices reading Moby Dick. "
               f"`prepare.sh --voice-set wide` reads the training split with ~580 voices (espeak-ng variants in the "
-              f"in-domain accents) and mild random band limits, EQ and reverb; dev and test keep the 11 in-domain "
-              f"voices.", ""]
+              f"in-domain accents) and mild random band limits, EQ and reverb; `--voice-set mixed` reads 40% of it "
+              f"so and the rest with the 11 in-domain voices; dev and test keep the 11 in-domain voices.", ""]
     for part, names in voices.items():
         lines.append(voices_line(part, names))
     for name in kept:
