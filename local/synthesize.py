@@ -111,13 +111,14 @@ def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "defau
     ``voice_set`` picks the ranges of PROSODY_RANGES; ``wide`` also draws the
     engine family first (WIDE_ESPEAK_SHARE) and adds ``sox_effects``;
     ``mixed`` first draws which of the two sets reads the utterance
-    (MIXED_WIDE_SHARE), the default one from the TRAIN_VOICES among ``voices``."""
+    (MIXED_WIDE_SHARE): the wide one from ``voices``, the default one from
+    TRAIN_VOICES."""
     h = int.from_bytes(hashlib.sha256(f"{seed}:{utt_id}".encode()).digest()[:8], "little")
     rng = random.Random(h)
     if voice_set == "mixed":
         voice_set = "wide" if rng.random() < MIXED_WIDE_SHARE else "default"
         if voice_set == "default":
-            voices = [v for v in voices if v in TRAIN_VOICES]
+            voices = TRAIN_VOICES
     r = PROSODY_RANGES[voice_set]
     if voice_set == "wide":
         espeak = [v for v in voices if v.engine == "espeak-ng"]
