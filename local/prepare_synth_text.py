@@ -18,7 +18,9 @@ normalized form -> utterances of 1 to 3 consecutive sentences of one
 paragraph (4..40 words, roughly 2 to 15 s of speech) -> splits.
 
 Questions are rare in prose (~4 per 1000 words), so every utterance holding a
-question is kept, up to ``--max-question-fraction`` of each split.
+question is kept, up to ``--max-question-fraction`` of each split.  dev, test
+and test_ood do not depend on ``--train-hours``: corpora of any size share
+them, so their models can be compared.
 
 Writes ``{train,dev,test,test_ood}.jsonl``: one utterance a line with ``id``,
 ``source`` (book), ``text_raw`` (folded ASCII prose, the reference source) and
@@ -298,8 +300,11 @@ def main() -> None:
         splits[name], pool = select(pool, rng, n_utts * avg_words, args.max_question_fraction)
         splits[name] = splits[name][:n_utts]
     splits["train"], _ = select(pool, rng, args.train_hours * 3600 * WORDS_PER_SECOND, args.max_question_fraction)
+    # test_ood draws from its own generator: the main one has just drawn the
+    # training text, whose size (--train-hours) must not change the test set
+    ood_rng = random.Random(f"test_ood-{args.seed}")
     ood_avg = sum(u["num_words"] for u in ood_pool) / max(1, len(ood_pool))
-    splits["test_ood"], _ = select(ood_pool, rng, args.ood_utts * ood_avg, args.max_question_fraction)
+    splits["test_ood"], _ = select(ood_pool, ood_rng, args.ood_utts * ood_avg, args.max_question_fraction)
     splits["test_ood"] = splits["test_ood"][: args.ood_utts]
 
     stats = {}

@@ -396,8 +396,9 @@ def test_prepare_synth_text_is_reproducible(tmp_path):
         return [PY, "local/prepare_synth_text.py", "--out-dir", str(out), "--train-hours", "0.01",
                 "--dev-utts", "4", "--test-utts", "4", "--ood-utts", "4", "--seed", str(seed)]
 
-    dirs = {"a": (tmp_path / "a", 7), "b": (tmp_path / "b", 7), "c": (tmp_path / "c", 8)}
-    procs = {k: subprocess.Popen(cmd(d, s), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    dirs = {"a": (tmp_path / "a", 7), "b": (tmp_path / "b", 7), "c": (tmp_path / "c", 8), "d": (tmp_path / "d", 7)}
+    procs = {k: subprocess.Popen(cmd(d, s) + (["--train-hours", "0.05"] if k == "d" else []), cwd=ROOT,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for k, (d, s) in dirs.items()}
     for k, p in procs.items():
         _, err = p.communicate(timeout=300)
@@ -409,6 +410,12 @@ def test_prepare_synth_text_is_reproducible(tmp_path):
     for name in names:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     assert (a / "train.jsonl").read_bytes() != (c / "train.jsonl").read_bytes()
+    # more training text, same held-out sets (models trained on corpora of
+    # different sizes are compared on them)
+    d = dirs["d"][0]
+    assert len((d / "train.jsonl").read_text().splitlines()) > len((a / "train.jsonl").read_text().splitlines())
+    for name in ("dev.jsonl", "test.jsonl", "test_ood.jsonl"):
+        assert (a / name).read_bytes() == (d / name).read_bytes(), name
     train = [json.loads(x) for x in (a / "train.jsonl").read_text().splitlines()]
     assert train and all(u["id"] == f"train-{i:06d}" for i, u in enumerate(train))
     assert len([json.loads(x) for x in (a / "dev.jsonl").read_text().splitlines()]) == 4
