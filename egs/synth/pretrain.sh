@@ -17,7 +17,8 @@
 #   --stage N --stop-stage M   stages to run [0 .. 5]
 #   --data-dir DIR             corpus (kept outside the work tree for long runs) [data_pretrain]
 #   --exp-dir DIR              experiments [egs/synth/exp_pretrain]
-#   --train-hours H            training speech to synthesize [20]
+#   --train-hours H            training speech to synthesize; 40 takes all the Austen text there
+#                              is (~38 h), so that few test words are unseen [40]
 #   --voice-set default|wide|mixed  training voices (prepare.sh --voice-set; dev, test and test_ood
 #                              keep the default ones) [mixed]
 #   --norm-minutes M           training-time budget of the norm model [240]
@@ -50,7 +51,7 @@ stage=0
 stop_stage=5
 data_dir=data_pretrain
 exp_dir=egs/synth/exp_pretrain
-train_hours=20
+train_hours=40
 voice_set=mixed
 norm_minutes=240
 cond_minutes=240
