@@ -7,6 +7,8 @@ Usage:
       --eval-every 5 --num-threads 2 -- --ctc-loss-scale 0.3
   # score again / only score (an interrupted run resumes its training first)
   python benchmarks/learning_curve.py run --data-dir data/synth --exp-dir exp/lc/base --minutes 60 --skip-train true
+  # the same checkpoints decoded with the mean of the last 15 minutes' weights
+  python benchmarks/learning_curve.py run --data-dir data/synth --exp-dir exp/lc/base --skip-train true --avg 3
   # ablation table and one plot over several runs
   python benchmarks/learning_curve.py compare --runs base=exp/lc/base,init=exp/lc/init --out exp/lc/compare
 
@@ -17,7 +19,8 @@ time (validation excluded), writing ``checkpoint-B.pt`` every
 ``--eval-every`` minutes.  Then it decodes the dev set with the weights
 decoding would use for ``--iter B --avg 1`` (the exact mean of the weights
 over the batches since the previous checkpoint; from the start of training
-for the first), greedy search, simulated streaming (chunk 32, left context
+for the first; ``--avg A``: since the checkpoint A before, as
+``decode.py --iter B --avg A`` and the recipes' ``--avg 3``), greedy search, simulated streaming (chunk 32, left context
 128 by default), both output modes, and scores them with
 ``zipformer_pc.metrics``: WER (N output), PC-WER, PER, PuncER, CaseER (P
 output).  Scores are cached per checkpoint (``curve.json``), so scoring again
@@ -69,11 +72,16 @@ def get_parser() -> argparse.ArgumentParser:
     r.add_argument("--chunk-size", type=int, default=32)
     r.add_argument("--left-context-frames", type=int, default=128)
     r.add_argument("--skip-train", type=str2bool, default=False, help="Only score the checkpoints there are")
+    r.add_argument("--avg", type=int, default=1,
+                   help="Score each checkpoint with the mean of the weights since the checkpoint AVG before it "
+                        "(what decode.py --iter B --avg AVG loads; from the start of training while there are "
+                        "fewer); AVG > 1 writes learning_curve_avgAVG.csv/.png")
     r.add_argument("--seed", type=int, default=42)
     r.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then extra train.py options")
     c = sub.add_parser("compare", help="ablation table and figure over finished runs")
     c.add_argument("--runs", required=True, help="name=exp_dir[,name=exp_dir...] (the first is the reference)")
     c.add_argument("--out", type=Path, required=True, help="Output stem: OUT.csv, OUT.png, OUT.md")
+    c.add_argument("--avg", type=int, default=1, help="Read the runs' curves scored with run --avg AVG")
     return p
 
 
@@ -143,12 +151,17 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
     dargs = decode_parser().parse_args([
         "--exp-dir", str(args.exp_dir), "--bpe-model", str(bpe_model(args.data_dir)), "--test-sets", f"dev={dev}",
         "--chunk-size", str(args.chunk_size), "--left-context-frames", str(args.left_context_frames)])
+    if args.avg < 1:
+        raise SystemExit(f"--avg must be >= 1, got {args.avg}")
     key_of = f"chunk{args.chunk_size}-left{args.left_context_frames}-{args.dev}"
+    if args.avg > 1:
+        key_of += f"-avg{args.avg}"
     rows = []
     valid = validation_losses(args.exp_dir)
-    prev = None
+    earlier: List[Dict] = []  # the last --avg checkpoints before this one
     for path in checkpoints(args.exp_dir):
         end = load_checkpoint(path)
+        prev = earlier[0] if len(earlier) == args.avg else None
         key = f"{path.name}:{key_of}"
         if key not in cache:
             t0 = time.time()
@@ -177,8 +190,12 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
                "audio_hours": float(end.get("audio_seconds", math.nan)) / 3600, **cache[key]}
         row.update(valid.get(row["batch"], {}))
         rows.append(row)
-        prev = end
+        earlier = (earlier + [end])[-args.avg:]
     return rows
+
+
+def curve_stem(avg: int) -> str:
+    return "learning_curve" if avg == 1 else f"learning_curve_avg{avg}"
 
 
 def validation_losses(exp_dir: Path) -> Dict[int, Dict[str, float]]:
@@ -274,10 +291,11 @@ def curve_table(rows: List[Dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def load_rows(exp_dir: Path) -> List[Dict[str, float]]:
-    path = exp_dir / "learning_curve.csv"
+def load_rows(exp_dir: Path, avg: int = 1) -> List[Dict[str, float]]:
+    path = exp_dir / f"{curve_stem(avg)}.csv"
     if not path.exists():
-        raise SystemExit(f"{path} not found: score the run first (learning_curve.py run ... --skip-train true)")
+        raise SystemExit(f"{path} not found: score the run first (learning_curve.py run ... --skip-train true"
+                         + (f" --avg {avg}" if avg > 1 else "") + ")")
     rows = []
     with open(path) as f:
         for r in csv.DictReader(f):
@@ -297,8 +315,9 @@ def main() -> None:
         rows = score_checkpoints(args)
         if not rows:
             raise SystemExit(f"No checkpoint-*.pt in {args.exp_dir}")
-        write_csv(args.exp_dir / "learning_curve.csv", rows)
-        plot(args.exp_dir / "learning_curve.png", {args.exp_dir.name: rows})
+        stem = curve_stem(args.avg)
+        write_csv(args.exp_dir / f"{stem}.csv", rows)
+        plot(args.exp_dir / f"{stem}.png", {args.exp_dir.name: rows})
         print(curve_table(rows))
         print()
         print(table({args.exp_dir.name: rows}))
@@ -308,7 +327,7 @@ def main() -> None:
             if "=" not in item:
                 raise SystemExit(f"--runs expects name=exp_dir items, got {item!r}")
             name, d = item.split("=", 1)
-            runs[name] = load_rows(Path(d))
+            runs[name] = load_rows(Path(d), args.avg)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         plot(args.out.with_suffix(".png"), runs)
         text = table(runs)

@@ -50,6 +50,17 @@ def test_learning_curve_trains_for_its_budget_then_scores_each_checkpoint(tiny_c
     assert "already trained" in again.stderr and "Training:" not in again.stderr
     assert sorted(exp.glob("checkpoint-*.pt")) == sorted(ckpts)
 
+    # --avg 2: each checkpoint on the mean since the checkpoint two before
+    lc("run", "--data-dir", str(tiny_corpus), "--exp-dir", str(exp), "--skip-train", "true", "--avg", "2",
+       "--num-threads", "1")
+    cache = (exp / "curve.json").read_text()
+    third = states[2]["batch_idx_train"]
+    assert f'"1..{second}"' in cache and f'"{first + 1}..{third}"' in cache
+    with open(exp / "learning_curve_avg2.csv") as f:
+        assert [int(r["batch"]) for r in csv.DictReader(f)] == [s["batch_idx_train"] for s in states]
+    c2 = lc("compare", "--runs", f"avg2={exp}", "--avg", "2", "--out", str(tmp_path / "cmp2" / "t"))
+    assert "| avg2 |" in c2.stdout
+
     # compare: one table row per run, the first run's name first
     out = tmp_path / "cmp" / "ablation"
     c = lc("compare", "--runs", f"base={exp},again={exp}", "--out", str(out))
