@@ -20,8 +20,8 @@ time (validation excluded), writing ``checkpoint-B.pt`` every
 decoding would use for ``--iter B --avg 1`` (the exact mean of the weights
 over the batches since the previous checkpoint; from the start of training
 for the first; ``--avg A``: since the checkpoint A before, as
-``decode.py --iter B --avg A`` and the recipes' ``--avg 3``), greedy search, simulated streaming (chunk 32, left context
-128 by default), both output modes, and scores them with
+``decode.py --iter B --avg A`` and the recipes' ``--avg 3``), greedy search,
+simulated streaming (chunk 32, left context 128 by default), both output modes, and scores them with
 ``zipformer_pc.metrics``: WER (N output), PC-WER, PER, PuncER, CaseER (P
 output).  Scores are cached per checkpoint (``curve.json``), so scoring again
 is quick.  Writes ``learning_curve.csv`` and ``learning_curve.png`` in the
@@ -151,8 +151,6 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
     dargs = decode_parser().parse_args([
         "--exp-dir", str(args.exp_dir), "--bpe-model", str(bpe_model(args.data_dir)), "--test-sets", f"dev={dev}",
         "--chunk-size", str(args.chunk_size), "--left-context-frames", str(args.left_context_frames)])
-    if args.avg < 1:
-        raise SystemExit(f"--avg must be >= 1, got {args.avg}")
     key_of = f"chunk{args.chunk_size}-left{args.left_context_frames}-{args.dev}"
     if args.avg > 1:
         key_of += f"-avg{args.avg}"
@@ -309,6 +307,9 @@ def main() -> None:
     if args.cmd == "run":
         if args.eval_every <= 0 or args.minutes <= 0:
             raise SystemExit("--minutes and --eval-every must be > 0")
+    if args.avg < 1:
+        raise SystemExit(f"--avg must be >= 1, got {args.avg}")
+    if args.cmd == "run":
         args.exp_dir.mkdir(parents=True, exist_ok=True)
         if not args.skip_train:
             train(args)
