@@ -188,7 +188,9 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
                "audio_hours": float(end.get("audio_seconds", math.nan)) / 3600, **cache[key]}
         row.update(valid.get(row["batch"], {}))
         rows.append(row)
-        earlier = (earlier + [end])[-args.avg:]
+        # Keep only what averaging reads: a whole checkpoint also holds the model and optimizer state.
+        kept = {k: end[k] for k in ("model_avg", "model_avg_batches") if k in end}
+        earlier = (earlier + [kept])[-args.avg:]
     return rows
 
 

@@ -184,12 +184,13 @@ def test_empty_and_tiny_inputs(tmp_path, tokens_file):
         s.accept_waveform(16000, np.zeros(10, np.float32))
 
 
-def test_unk_is_read_as_blank_like_sherpa_onnx(tmp_path, tokens_file):
+@pytest.mark.parametrize("method", ["greedy_search", "modified_beam_search"])
+def test_unk_is_read_as_blank_like_sherpa_onnx(tmp_path, tokens_file, method):
     model = random_model("punct")
     with torch.no_grad():  # <unk> wins every frame
         model.joiners["main"].output_linear.bias[UNK_ID] = 1e3
     export_model(model, tmp_path, tokens_file, CHUNK, LEFT)
-    rec = StreamingRecognizer.from_dir(tmp_path)
+    rec = StreamingRecognizer.from_dir(tmp_path, decoding_method=method)
     assert rec.tokens[rec.unk_id] == "<unk>"
     s = rec.create_stream()
     s.accept_waveform(16000, np.random.default_rng(0).standard_normal(32000).astype(np.float32) * 0.1)
@@ -428,3 +429,68 @@ def test_cli_decodes_a_folder_of_wavs_and_a_cut_manifest(exported, test_audio, t
     assert r.returncode == 0, r.stderr[-3000:]
     assert any(line.startswith("P: wer") for line in r.stdout.splitlines())
     assert any(line.startswith("N: wer") for line in r.stdout.splitlines())
+
+
+def test_beam_search_with_one_path_is_greedy_search_and_more_paths_search_more(tmp_path, tokens_file):
+    """Modified beam search keeping one path is greedy search (the same tokens at
+    the same frames); with 4 paths the best path it reports scores at least
+    as well as the greedy one, by the model's own log probabilities.
+    (Parity with sherpa-onnx's beam search: tests/test_pretrained.py.)"""
+    export_model(random_model("conditioned"), tmp_path, tokens_file, CHUNK, LEFT)
+    x = np.random.default_rng(1).standard_normal(3 * 16000).astype(np.float32) * 0.1
+    runs = {}
+    for method, beam in (("greedy_search", 4), ("modified_beam_search", 1), ("modified_beam_search", 4)):
+        rec = StreamingRecognizer.from_dir(tmp_path, decoding_method=method, beam=beam)
+        s = rec.create_stream()
+        s.accept_waveform(16000, x)
+        s.input_finished()
+        rec.decode_stream(s)
+        runs[method, beam] = {m: (list(h.tokens), list(h.frames)) for m, h in s.hyps.items()}
+    greedy, one, four = runs["greedy_search", 4], runs["modified_beam_search", 1], runs["modified_beam_search", 4]
+    assert greedy == one
+    assert all(len(greedy[m][0]) >= 5 for m in ("P", "N")), greedy  # the random model emits
+    assert four != greedy
+
+    # score the paths: sum over frames of log p(token or blank | frame, context)
+    import onnxruntime as ort
+
+    files = find_model_files(tmp_path)
+    rec = StreamingRecognizer(files)
+    s = rec.create_stream()
+    s.accept_waveform(16000, x)
+    s.input_finished()
+    encs = []
+    while rec.is_ready(s):
+        feeds = {"x": rec._chunk_features(s)[None], **{i.name: v for i, v in zip(rec._state_inputs, s.states)}}
+        out = rec.encoder.run(None, feeds)
+        encs.append(out[0][0])
+        s.states = out[1:]
+        s.fbank.pop(rec.decode_chunk_len)
+        s.frame_offset += rec.decode_chunk_len
+    enc = np.concatenate(encs)
+
+    def path_log_prob(mode, tokens, frames):
+        dec = ort.InferenceSession(str(files[f"decoder-{mode}"]))
+        joi = ort.InferenceSession(str(files[f"joiner-{mode}"]))
+        at = dict(zip(frames, tokens))
+        ctx, total = [0, 0], 0.0
+        for t in range(enc.shape[0]):
+            d = dec.run(None, {"y": np.array([ctx[-2:]], dtype=np.int64)})[0]
+            logit = joi.run(None, {"encoder_out": enc[t : t + 1], "decoder_out": d})[0][0].astype(np.float64)
+            logp = logit - logit.max() - np.log(np.exp(logit - logit.max()).sum())
+            tok = at.get(t, 0)
+            total += logp[tok]
+            if tok:
+                ctx.append(tok)
+        return total
+
+    for m in ("P", "N"):
+        assert path_log_prob(m, *four[m]) >= path_log_prob(m, *greedy[m]) - 1e-6, m
+
+
+def test_search_options_are_checked(tmp_path, tokens_file):
+    export_model(random_model("punct"), tmp_path, tokens_file, CHUNK, LEFT)
+    with pytest.raises(ValueError, match="decoding_method"):
+        StreamingRecognizer.from_dir(tmp_path, decoding_method="beam")
+    with pytest.raises(ValueError, match="beam"):
+        StreamingRecognizer.from_dir(tmp_path, decoding_method="modified_beam_search", beam=0)

@@ -144,3 +144,47 @@ def test_sherpa_onnx_reads_the_shipped_model_as_we_do(spoken, int8):
             sherpa.decode_stream(st)
         assert " ".join(sherpa.get_result(st).split()) == ours[mode], mode
     assert len(ours["N"].split()) >= 10, ours
+
+
+@pytest.mark.parametrize("int8", [False, True], ids=["fp32", "int8"])
+def test_sherpa_onnx_beam_search_reads_the_shipped_model_as_we_do(spoken, int8):
+    """``--decoding-method modified_beam_search`` is sherpa-onnx's (4 active paths):
+    the same tokens at the same frames in each mode (int8: the same tokens; a
+    near-tie may move a token by a frame between the two onnxruntime builds).
+    The leading silence is where a path with a mark before the first word
+    wins in both."""
+    import numpy as np
+    import sherpa_onnx
+
+    from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
+
+    files = find_model_files(PRETRAINED, int8=int8)
+    rec = StreamingRecognizer(files, decoding_method="modified_beam_search", beam=4)
+    samples, rate = read_wav(str(spoken))
+    if rate != rec.sample_rate:
+        r = Resampler(rate, rec.sample_rate)
+        samples = np.concatenate([r.process(samples), r.flush()])
+    x = np.concatenate([np.zeros(4800, np.float32), samples.astype(np.float32)])
+    (seg,) = rec.recognize_segments(x, rec.sample_rate)
+    for mode in ("P", "N"):
+        sherpa = sherpa_onnx.OnlineRecognizer.from_transducer(
+            tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),
+            joiner=str(files[f"joiner-{mode}"]), num_threads=1, sample_rate=rec.sample_rate, feature_dim=80,
+            decoding_method="modified_beam_search", max_active_paths=4)
+        st = sherpa.create_stream()
+        st.accept_waveform(rec.sample_rate, x)
+        st.accept_waveform(rec.sample_rate, np.zeros((rec.tail_padding_frames(len(x), 0) + 1) * rec.frame_shift,
+                                                     np.float32))
+        st.input_finished()
+        while sherpa.is_ready(st):
+            sherpa.decode_stream(st)
+        theirs = sherpa.get_result_all(st)
+        ours = seg.tokens[mode]
+        assert [t.token.replace("\u2581", " ") for t in ours] == list(theirs.tokens), mode
+        frames = [round(t.start / rec.frame_seconds) for t in ours]
+        their_frames = [round(t / rec.frame_seconds) for t in theirs.timestamps]
+        if int8:
+            assert max(abs(a - b) for a, b in zip(frames, their_frames)) <= 1, mode
+        else:
+            assert frames == their_frames, mode
+    assert len(seg.text["N"].split()) >= 10, seg.text

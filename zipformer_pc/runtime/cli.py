@@ -7,6 +7,8 @@ Usage:
   python export/onnx_streaming.py --model-dir DIR --endpoint true --timestamps true talk.wav
   # a lhotse cut manifest, scored against its P and N references
   python export/onnx_streaming.py --model-dir DIR --cuts data/synth/fbank/synth_cuts_test.jsonl.gz --int8 true
+  # modified beam search (4 paths) instead of greedy search
+  python export/onnx_streaming.py --model-dir DIR --decoding-method modified_beam_search --beam-size 4 a.wav
 
 (``zpc-transcribe`` is the same command once the package is installed.)
 Needs only onnxruntime, numpy and kaldi-native-fbank; ``--cuts`` also needs
@@ -27,7 +29,7 @@ import numpy as np
 from zipformer_pc.runtime.audio import read_wav, wav_files
 from zipformer_pc.options import str2bool
 from zipformer_pc.runtime.endpoint import EndpointConfig, add_endpoint_options
-from zipformer_pc.runtime.recognizer import StreamingRecognizer
+from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -39,6 +41,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
     p.add_argument("--piece-seconds", type=float, default=0.1, help="audio fed per accept_waveform call")
     p.add_argument("--modes", default="", help="comma list of P,N (default: all exported)")
+    add_search_options(p)
     p.add_argument("--max-utts", type=int, default=0, help="decode at most this many (0: all)")
     p.add_argument("--output", type=Path, default=None, help="write 'id<TAB>mode<TAB>text' lines here")
     add_endpoint_options(p, False, "each input")
@@ -55,7 +58,7 @@ def main(argv=None) -> None:
     modes = [m for m in args.modes.split(",") if m] or None
     endpoint = EndpointConfig.from_args(args)
     rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
-                                       endpoint=endpoint)
+                                       endpoint=endpoint, decoding_method=args.decoding_method, beam=args.beam_size)
     items: List[Tuple[str, object]] = [(w.stem, w) for w in wav_files(args.inputs)]
     refs: Dict[str, Tuple[str, Optional[str]]] = {}
     if args.cuts:

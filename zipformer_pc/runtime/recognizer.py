@@ -34,12 +34,20 @@ arrives, and ``rec.current_segment(s)`` is the partial one.  Word and token
 times (seconds from the stream's start) come from the frames that emitted
 them (:mod:`zipformer_pc.runtime.timestamps`).
 
-Search is greedy with at most one token per encoder frame, per mode, exactly
-as sherpa-onnx's ``greedy_search`` (which also treats ``<unk>`` as blank:
-it is never emitted and does not enter the predictor's context), with one
-joiner call per frame as sherpa-onnx makes for one stream (an int8 joiner
-quantizes each call's input with its own scale, so batching frames would
-change the result).
+Search runs per mode with at most one token per encoder frame, as
+sherpa-onnx's (which also treats ``<unk>`` as blank: it is never emitted and
+does not enter the predictor's context), with one joiner call per frame as
+sherpa-onnx makes for one stream (an int8 joiner quantizes each call's input
+with its own scale, so batching frames would change the result):
+
+* ``greedy_search`` (the default), as sherpa-onnx's ``greedy_search``;
+* ``modified_beam_search`` with ``beam`` paths, as sherpa-onnx's
+  (``max_active_paths``): the paths carry over from chunk to chunk, paths
+  with the same tokens are merged (their probabilities added, the likelier
+  one's times kept), and the partial result is the path with the best log
+  probability per token (the context counted, as sherpa-onnx does).  Partial
+  results may then change their last words as better paths win.  At an
+  endpoint the next segment starts from one fresh path.
 """
 
 from pathlib import Path
@@ -52,10 +60,18 @@ import onnxruntime as ort
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
 from zipformer_pc.runtime.endpoint import EndpointConfig
-from zipformer_pc.runtime.stream import ModeState, Segment, Stream
+from zipformer_pc.runtime.stream import BeamHyp, ModeState, Segment, Stream
 from zipformer_pc.runtime.timestamps import TimedWord, is_mark, token_times, word_times
 
 BLANK_ID = 0
+DECODING_METHODS = ("greedy_search", "modified_beam_search")
+
+
+def add_search_options(p) -> None:
+    """``--decoding-method`` and ``--beam-size`` of the runtime's command lines."""
+    p.add_argument("--decoding-method", choices=DECODING_METHODS, default="greedy_search",
+                   help="search per mode (modified_beam_search: as sherpa-onnx's, --beam-size paths)")
+    p.add_argument("--beam-size", type=int, default=4, help="paths of modified_beam_search")
 
 
 def _session(path: Path, threads: int) -> ort.InferenceSession:
@@ -108,10 +124,19 @@ class StreamingRecognizer:
       modes: the modes to search (default: all the files provide).
       endpoint: endpoint rules that cut a stream into segments (default:
         none; one segment per stream, as for a file).
+      decoding_method: ``greedy_search`` or ``modified_beam_search``.
+      beam: paths kept by ``modified_beam_search``.
     """
 
     def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None,
-                 endpoint: Optional[EndpointConfig] = None, batch_encoder: Optional[bool] = None) -> None:
+                 endpoint: Optional[EndpointConfig] = None, batch_encoder: Optional[bool] = None,
+                 decoding_method: str = "greedy_search", beam: int = 4) -> None:
+        if decoding_method not in DECODING_METHODS:
+            raise ValueError(f"decoding_method must be one of {', '.join(DECODING_METHODS)}, not {decoding_method!r}")
+        if beam < 1:
+            raise ValueError(f"beam must be at least 1, got {beam}")
+        self.decoding_method = decoding_method
+        self.beam = beam
         self.endpoint = endpoint if endpoint is not None else EndpointConfig(enabled=False)
         self.encoder = _session(files["encoder"], num_threads)
         # decode_streams() stacks the chunks of several streams into one encoder
@@ -282,8 +307,9 @@ class StreamingRecognizer:
         if enc.shape[0] * 4 != self.decode_chunk_len:
             raise ValueError(f"a chunk of {self.decode_chunk_len} feature frames gave {enc.shape[0]} encoder "
                              "frames, not a quarter")
+        search = self._greedy if self.decoding_method == "greedy_search" else self._beam_search
         for m in self.search_modes:
-            last = self._greedy(m, enc, s.hyps[m], s.frames_done)
+            last = search(m, enc, s.hyps[m], s.frames_done)
             s.last_emit = max(s.last_emit, last)
         s.frames_done += enc.shape[0]
         s.fbank.pop(self.decode_chunk_len)
@@ -347,6 +373,7 @@ class StreamingRecognizer:
                 prev.words[m][-1] = TimedWord(w.word + "".join(marks), w.start, end)
             prev.end = max(prev.end, end)
             del h.tokens[:n], h.frames[:n]
+            h.beam = None  # beam search goes on from this one path
 
     def finish(self, s: Stream) -> List[Segment]:
         """After ``input_finished``: decode what is left and close the last
@@ -376,6 +403,49 @@ class StreamingRecognizer:
             ctx = ([BLANK_ID] * self.context_size + hyp.tokens)[-self.context_size:]
             hyp.decoder_out = decoder.run(None, {"y": np.array([ctx], dtype=np.int64)})[0]
         return last
+
+    def _beam_search(self, mode: str, enc: np.ndarray, hyp: ModeState, frame0: int) -> int:
+        """Modified beam search over one chunk's frames (``self.beam`` paths,
+        one token per frame at most); ``hyp`` then holds the best path.
+        Returns the last frame of this chunk on which the best path emitted
+        a token (-1 when none did)."""
+        joiner, decoder = self.joiners[mode], self.decoders[mode]
+        beam = hyp.beam or [BeamHyp(list(hyp.tokens), list(hyp.frames), 0.0, hyp.decoder_out)]
+        for t in range(enc.shape[0]):
+            dec = np.concatenate([h.decoder_out for h in beam])
+            logits = joiner.run(None, {"encoder_out": np.repeat(enc[t : t + 1], len(beam), axis=0),
+                                       "decoder_out": dec})[0].astype(np.float64)
+            peak = logits.max(axis=1, keepdims=True)
+            logp = logits - peak - np.log(np.exp(logits - peak).sum(axis=1, keepdims=True))
+            scores = (logp + np.array([h.log_prob for h in beam])[:, None]).ravel()
+            k = min(self.beam, scores.size)
+            top = np.argpartition(-scores, k - 1)[:k]
+            top = top[np.argsort(-scores[top], kind="stable")]
+            vocab = logits.shape[1]
+            paths: Dict[Tuple[int, ...], BeamHyp] = {}
+            for i in top.tolist():
+                parent, tok = beam[i // vocab], i % vocab
+                score = float(scores[i])
+                if tok == BLANK_ID or tok == self.unk_id:
+                    new = BeamHyp(parent.tokens, parent.frames, score, parent.decoder_out)
+                else:
+                    new = BeamHyp(parent.tokens + [tok], parent.frames + [frame0 + t], score, None)
+                key = tuple(new.tokens)
+                if key in paths:  # the same tokens by another path: add the probabilities
+                    paths[key].log_prob = float(np.logaddexp(paths[key].log_prob, score))
+                else:
+                    paths[key] = new
+            beam = list(paths.values())
+            pending = [h for h in beam if h.decoder_out is None]
+            if pending:
+                ctx = [([BLANK_ID] * self.context_size + h.tokens)[-self.context_size:] for h in pending]
+                out = decoder.run(None, {"y": np.array(ctx, dtype=np.int64)})[0]
+                for h, row in zip(pending, out):
+                    h.decoder_out = row[None]
+        best = max(beam, key=lambda h: h.log_prob / (self.context_size + len(h.tokens)))
+        hyp.beam = beam
+        hyp.tokens, hyp.frames, hyp.decoder_out = list(best.tokens), list(best.frames), best.decoder_out
+        return best.frames[-1] if best.frames and best.frames[-1] >= frame0 else -1
 
     def text(self, token_ids: Sequence[int]) -> str:
         return " ".join("".join(self.tokens[i] for i in token_ids).replace("\u2581", " ").split())

@@ -1,6 +1,6 @@
 """One stream being recognized by :class:`~zipformer_pc.runtime.recognizer.StreamingRecognizer`:
-audio in, online features (kaldi-native-fbank), encoder states, one greedy
-hypothesis per searched mode for the current segment, and the segments
+audio in, online features (kaldi-native-fbank), encoder states, one
+hypothesis (or beam) per searched mode for the current segment, and the segments
 already finished (endpointing, :mod:`zipformer_pc.runtime.endpoint`)."""
 
 from dataclasses import dataclass, field
@@ -16,12 +16,26 @@ if TYPE_CHECKING:
 
 
 @dataclass
+class BeamHyp:
+    """One path of modified beam search: tokens, their frames, its log probability
+    and the predictor output for its context (None until computed)."""
+
+    tokens: List[int]
+    frames: List[int]
+    log_prob: float
+    decoder_out: Optional[np.ndarray]
+
+
+@dataclass
 class ModeState:
-    """The greedy hypothesis of one mode: tokens so far and the predictor output for their context."""
+    """The hypothesis of one mode: tokens so far (with greedy search the only
+    path, with beam search the best one) and the predictor output for their
+    context; ``beam`` holds the paths beam search carries from chunk to chunk."""
 
     tokens: List[int]
     decoder_out: np.ndarray
     frames: List[int] = field(default_factory=list)  # 25 Hz frame index of each token
+    beam: Optional[List[BeamHyp]] = None
 
 
 @dataclass

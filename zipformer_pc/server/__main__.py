@@ -16,7 +16,7 @@ from aiohttp import web
 
 from zipformer_pc.options import str2bool
 from zipformer_pc.runtime.endpoint import EndpointConfig, add_endpoint_options
-from zipformer_pc.runtime.recognizer import StreamingRecognizer
+from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options
 from zipformer_pc.server.app import ServerConfig, create_app
 
 
@@ -29,6 +29,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=6006)
     p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
     p.add_argument("--modes", default="", help="comma list of P,N to search (default: all exported)")
+    add_search_options(p)
     add_endpoint_options(p, True, "each stream")
     p.add_argument("--batch-encoder", type=str2bool, default=None,
                    help="stack ready streams into one encoder call (default: true for fp32, false for int8, "
@@ -55,9 +56,11 @@ def main(argv=None) -> None:
     endpoint = EndpointConfig.from_args(args)
     modes = [m for m in args.modes.split(",") if m] or None
     rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
-                                       endpoint=endpoint, batch_encoder=args.batch_encoder)
-    logging.info("model %s (%s, modes %s, batched encoder %s); serving on http://%s:%d/ (WebSocket /ws)",
-                 args.model_dir, rec.transducer_type or "?", ",".join(rec.search_modes), rec.batch_encoder,
+                                       endpoint=endpoint, batch_encoder=args.batch_encoder,
+                                       decoding_method=args.decoding_method, beam=args.beam_size)
+    logging.info("model %s (%s, modes %s, %s, batched encoder %s); serving on http://%s:%d/ (WebSocket /ws)",
+                 args.model_dir, rec.transducer_type or "?", ",".join(rec.search_modes), rec.decoding_method,
+                 rec.batch_encoder,
                  args.host, args.port)
     web.run_app(create_app(rec, cfg), host=args.host, port=args.port, print=None,
                 shutdown_timeout=cfg.shutdown_timeout + 5)
