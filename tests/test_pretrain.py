@@ -28,6 +28,10 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     assert any(n.startswith("joiner-") and not n.endswith(".int8.onnx") for n in names)
     card = (out / "MODEL_CARD.md").read_text()
     assert "| | test | " in card and "| | test_ood | " in card and "Streaming RTF" in card
+    # greedy search, then modified beam search: a metric table of each model for each
+    assert card.count("| norm | test set |") == card.count("| conditioned | test set |") == 2
+    beam_tables = card.split("Modified beam search with 4 paths")[1].split("## Use")[0]
+    assert "| norm | test set |" in beam_tables and "| conditioned | test set |" in beam_tables
     latency = card.split("## Caption latency")[1]
     assert "| chunk-32 | 640 | P |" in latency and "| chunk-16 | 320 | N |" in latency, latency
     assert not any(n.startswith("onnx_chunk") for n in names)  # measured, not shipped
@@ -38,6 +42,7 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     # republishing only the conditioned model keeps the shipped norm weights and card lines
     norm_bytes = (out / "norm.pt").read_bytes()
     norm_table = card[card.index("| norm | test set |"):].split("\n\n")[0]
+    norm_beam_table = beam_tables[beam_tables.index("| norm | test set |"):].split("\n\n")[0]
     again = subprocess.run(
         [sys.executable, "egs/synth/publish_pretrained.py", "--exp-dir", str(exp), "--data-dir", str(tiny_corpus),
          "--out-dir", str(out), "--avg", "1", "--models", "conditioned"],
@@ -46,6 +51,7 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     assert (out / "norm.pt").read_bytes() == norm_bytes
     card2 = (out / "MODEL_CARD.md").read_text()
     assert norm_table in card2 and "(kept as the previous publication shipped it" in card2
+    assert card2.index(norm_table) < card2.index("Modified beam search") < card2.rindex(norm_beam_table)
     assert card2.count("* **norm**:") == 1 and "* **conditioned**:" in card2
     bad = subprocess.run(
         [sys.executable, "egs/synth/publish_pretrained.py", "--exp-dir", str(exp), "--data-dir", str(tiny_corpus),

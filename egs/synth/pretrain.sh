@@ -40,7 +40,8 @@
 #      tokenizer of the shipped models when there are any, so that training can continue from them)
 #   1  norm model (tiny streaming encoder, N only)
 #   2  conditioned model, encoder and predictor/joiner initialised from the norm model
-#   3  decode test and test_ood with both models (greedy, simulated streaming chunk 32, left 128)
+#   3  decode test and test_ood with both models (greedy and modified beam search with 4 paths,
+#      simulated streaming chunk 32, left 128)
 #   4  ONNX export of the conditioned model (fp32 + int8), its streaming RTF, and the
 #      latency/stability of its captions per chunk size (extra exports, not shipped)
 #   5  publish: egs/synth/pretrained/ (ONNX, tokens, bpe.model, fp16 weights of both, MODEL_CARD.md)
@@ -143,10 +144,12 @@ if run_this 3; then
   for name in $models; do
     b=$(newest_checkpoint "$exp_dir/$name")
     [ -n "$b" ] || die "$name has no checkpoint: run stages 1-2"
-    log "Stage 3: decoding $name (--iter $b --avg $avg)"
-    python3 -m zipformer_pc.decoding.decode --exp-dir "$exp_dir/$name" --iter "$b" --avg "$avg" \
-      --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
-      --chunk-size $chunk --left-context-frames $left --num-threads "$threads"
+    for method in greedy_search modified_beam_search; do
+      log "Stage 3: decoding $name (--iter $b --avg $avg, $method)"
+      python3 -m zipformer_pc.decoding.decode --exp-dir "$exp_dir/$name" --iter "$b" --avg "$avg" \
+        --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method $method --beam-size 4 \
+        --chunk-size $chunk --left-context-frames $left --num-threads "$threads"
+    done
   done
 fi
 

@@ -31,7 +31,7 @@ import json
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List
 
@@ -63,14 +63,16 @@ def newest_batch(exp: Path) -> int:
     return int(found[0].stem.split("-")[1])
 
 
-def metrics(exp: Path, desc: str) -> Dict[str, Dict[str, dict]]:
-    """{test set: {mode: summary}} from decode.py's wer-summary files for ``desc``."""
+def metrics(exp: Path, desc: str, method: str = "greedy_search", required: bool = True) -> Dict[str, Dict[str, dict]]:
+    """{test set: {mode: summary}} from decode.py's wer-summary files for ``desc`` decoded with
+    ``method`` (empty when there are none and they are not ``required``)."""
     out: Dict[str, Dict[str, dict]] = {}
-    for f in sorted((exp / "greedy_search").glob(f"wer-summary-*-{desc}-chunk-32-left-128.json")):
+    beam = "-beam-4" if method == "modified_beam_search" else ""  # stage 3 searches 4 paths
+    for f in sorted((exp / method).glob(f"wer-summary-*-{desc}{beam}-chunk-32-left-128.json")):
         s = json.loads(f.read_text())
         out.setdefault(s["test_set"], {})[s["mode"]] = s
-    if not out:
-        raise SystemExit(f"No decoding results for {desc} in {exp}/greedy_search: run stage 3")
+    if not out and required:
+        raise SystemExit(f"No decoding results for {desc} in {exp}/{method}: run stage 3")
     return out
 
 
@@ -146,8 +148,9 @@ def training_story(exp: Path, args: dict) -> List[str]:
 class KeptModel:
     """What an earlier MODEL_CARD.md says of a model published again unchanged."""
     training: List[str]  # its training bullet, with the indented lines under it
-    metrics: List[str]  # its metric table
+    metrics: List[str]  # its metric table (greedy search)
     source: str  # "commit ABC" of the card's header, or "an earlier commit"
+    beam_metrics: List[str] = field(default_factory=list)  # its beam-search table, if the card had one
 
 
 def kept_card_lines(card: str, name: str) -> KeptModel:
@@ -157,8 +160,12 @@ def kept_card_lines(card: str, name: str) -> KeptModel:
     for i, line in enumerate(lines):
         if line.startswith(f"* **{name}**:"):
             kept.training = [line] + _run(lines[i + 1:], lambda x: x.startswith("  "))
-        if line.startswith(f"| {name} | test set |"):
-            kept.metrics = [line] + _run(lines[i + 1:], lambda x: x.startswith("|"))
+        if line.startswith(f"| {name} | test set |"):  # greedy search first, then beam search if any
+            table = [line] + _run(lines[i + 1:], lambda x: x.startswith("|"))
+            if not kept.metrics:
+                kept.metrics = table
+            elif not kept.beam_metrics:
+                kept.beam_metrics = table
     m = re.search(r"\(commit (\w+)\)", card)
     if m:
         kept.source = f"commit {m.group(1)}"
@@ -230,7 +237,8 @@ def main() -> None:
         card[name] = {"desc": w["desc"], "how": w["how"], "batches": last["batch_idx_train"],
                       "threads": (last.get("args") or {}).get("num_threads"),
                       "minutes": last.get("train_seconds", 0) / 60, "audio_hours": last.get("audio_seconds", 0) / 3600,
-                      "metrics": metrics(exp, w["desc"]), "args": last.get("args", {})}
+                      "metrics": metrics(exp, w["desc"]), "args": last.get("args", {}),
+                      "beam_metrics": metrics(exp, w["desc"], "modified_beam_search", required=False)}
     onnx_dir = args.exp_dir / "conditioned" / "onnx"
     onnx = sorted(onnx_dir.glob("*.onnx"))
     if not onnx:
@@ -286,12 +294,22 @@ def main() -> None:
               f"training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick).", ""]
     for name in ("norm", "conditioned"):
         lines += (kept[name].metrics if name in kept else metric_table(name, card[name]["metrics"])) + [""]
+    beam = {name: kept[name].beam_metrics if name in kept else metric_table(name, card[name]["beam_metrics"])
+            for name in ("norm", "conditioned") if (name in kept and kept[name].beam_metrics)
+            or (name in card and card[name]["beam_metrics"])}
+    if beam:
+        lines += ["Modified beam search with 4 paths (stage 3 too; the runtime's `--decoding-method "
+                  "modified_beam_search --beam-size 4`, which searches as sherpa-onnx does):", ""]
+        for table in beam.values():
+            lines += table + [""]
     fbank = args.data_dir / "fbank"
     voices = {part: speakers(fbank / f"synth_cuts_{part}.jsonl.gz") for part in ("train", "test_ood")
               if (fbank / f"synth_cuts_{part}.jsonl.gz").exists()}
     lines += ["## Use", "", "```bash",
               "python export/onnx_streaming.py --model-dir egs/synth/pretrained speech.wav   # prints P and N",
               "python export/onnx_streaming.py --model-dir egs/synth/pretrained --int8 true --output out.tsv wavs/",
+              "python export/onnx_streaming.py --model-dir egs/synth/pretrained --decoding-method modified_beam_search "
+              "speech.wav   # 4 paths",
               "python -m zipformer_pc.training.train ... --init-from egs/synth/pretrained/norm.pt   # fine-tune",
               "```", "",
               "sherpa-onnx loads `encoder-*.onnx`, `decoder-P-*.onnx` (or `-N-`), `joiner-P-*.onnx` and "
