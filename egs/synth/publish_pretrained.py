@@ -285,9 +285,14 @@ def main() -> None:
         started = (f"The conditioned model continued from the previously published conditioned model (`{source}`: "
                    "its averaged weights, a fresh optimizer and schedule); the figures above count this run only."
                    + (f" That model: {prev_run}" if prev_run else "") + (f" {prev_start}" if prev_start else ""))
-    else:
+    elif Path(source).name == "norm.pt" or Path(source).parent.name == "norm":
         started = ("The conditioned model started from the norm model (encoder, predictor, joiner); "
                    "the P mode embedding started fresh.")
+    elif source:  # another run's checkpoint (pretrain.sh does not do this by itself)
+        started = (f"The conditioned model continued from `{source}` (the weights of another run, a fresh "
+                   "optimizer and schedule); the figures above count this run only.")
+    else:
+        started = "The conditioned model was trained from scratch."
     lines += ["", started, "",
               "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", "",
               f"Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decoding.decode`), on `test` (the "
