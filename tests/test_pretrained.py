@@ -112,37 +112,52 @@ def test_the_shipped_pytorch_model_writes_p_cased_and_punctuated_and_n_plain(spo
         assert score_corpus([("letter", ref, hyp)]).summary()["wer"] <= 25.0, text
 
 
+def _speech_with_leading_silence(rec, wav):
+    """The wav at the model's rate after 0.3 s of silence (as a stream from a microphone starts)."""
+    import numpy as np
+
+    from zipformer_pc.runtime import Resampler, read_wav
+
+    samples, rate = read_wav(str(wav))
+    if rate != rec.sample_rate:
+        r = Resampler(rate, rec.sample_rate)
+        samples = np.concatenate([r.process(samples), r.flush()])
+    return np.concatenate([np.zeros(4800, np.float32), samples.astype(np.float32)])
+
+
+def _sherpa_result(files, rec, x, mode: str, method: str):
+    """sherpa-onnx's result for ``x`` with one mode's (encoder, decoder, joiner) triple."""
+    import numpy as np
+    import sherpa_onnx
+
+    sherpa = sherpa_onnx.OnlineRecognizer.from_transducer(
+        tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),
+        joiner=str(files[f"joiner-{mode}"]), num_threads=1, sample_rate=rec.sample_rate, feature_dim=80,
+        decoding_method=method, max_active_paths=4)
+    st = sherpa.create_stream()
+    st.accept_waveform(rec.sample_rate, x)
+    # our tail padding, plus the frame sherpa-onnx waits for before a chunk
+    st.accept_waveform(rec.sample_rate, np.zeros((rec.tail_padding_frames(len(x), 0) + 1) * rec.frame_shift,
+                                                 np.float32))
+    st.input_finished()
+    while sherpa.is_ready(st):
+        sherpa.decode_stream(st)
+    return sherpa.get_result(st), sherpa.get_result_all(st)
+
+
 @pytest.mark.parametrize("int8", [False, True], ids=["fp32", "int8"])
 def test_sherpa_onnx_reads_the_shipped_model_as_we_do(spoken, int8):
     """Parity on a model that really transcribes: each mode's (encoder, decoder,
     joiner) triple in sherpa-onnx gives our runtime's text, words and marks."""
-    import numpy as np
-    import sherpa_onnx
-
-    from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
+    from zipformer_pc.runtime import StreamingRecognizer, find_model_files
 
     files = find_model_files(PRETRAINED, int8=int8)
     rec = StreamingRecognizer(files)
-    samples, rate = read_wav(str(spoken))
-    if rate != rec.sample_rate:
-        r = Resampler(rate, rec.sample_rate)
-        samples = np.concatenate([r.process(samples), r.flush()])
-    x = np.concatenate([np.zeros(4800, np.float32), samples.astype(np.float32)])
+    x = _speech_with_leading_silence(rec, spoken)
     ours = rec.recognize(x, rec.sample_rate)
     for mode in ("P", "N"):
-        sherpa = sherpa_onnx.OnlineRecognizer.from_transducer(
-            tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),
-            joiner=str(files[f"joiner-{mode}"]), num_threads=1, sample_rate=rec.sample_rate, feature_dim=80,
-            decoding_method="greedy_search")
-        st = sherpa.create_stream()
-        st.accept_waveform(rec.sample_rate, x)
-        # our tail padding, plus the frame sherpa-onnx waits for before a chunk
-        st.accept_waveform(rec.sample_rate, np.zeros((rec.tail_padding_frames(len(x), 0) + 1) * rec.frame_shift,
-                                                     np.float32))
-        st.input_finished()
-        while sherpa.is_ready(st):
-            sherpa.decode_stream(st)
-        assert " ".join(sherpa.get_result(st).split()) == ours[mode], mode
+        text, _ = _sherpa_result(files, rec, x, mode, "greedy_search")
+        assert " ".join(text.split()) == ours[mode], mode
     assert len(ours["N"].split()) >= 10, ours
 
 
@@ -153,32 +168,14 @@ def test_sherpa_onnx_beam_search_reads_the_shipped_model_as_we_do(spoken, int8):
     near-tie may move a token by a frame between the two onnxruntime builds).
     The leading silence is where a path with a mark before the first word
     wins in both."""
-    import numpy as np
-    import sherpa_onnx
-
-    from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
+    from zipformer_pc.runtime import StreamingRecognizer, find_model_files
 
     files = find_model_files(PRETRAINED, int8=int8)
     rec = StreamingRecognizer(files, decoding_method="modified_beam_search", beam=4)
-    samples, rate = read_wav(str(spoken))
-    if rate != rec.sample_rate:
-        r = Resampler(rate, rec.sample_rate)
-        samples = np.concatenate([r.process(samples), r.flush()])
-    x = np.concatenate([np.zeros(4800, np.float32), samples.astype(np.float32)])
+    x = _speech_with_leading_silence(rec, spoken)
     (seg,) = rec.recognize_segments(x, rec.sample_rate)
     for mode in ("P", "N"):
-        sherpa = sherpa_onnx.OnlineRecognizer.from_transducer(
-            tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),
-            joiner=str(files[f"joiner-{mode}"]), num_threads=1, sample_rate=rec.sample_rate, feature_dim=80,
-            decoding_method="modified_beam_search", max_active_paths=4)
-        st = sherpa.create_stream()
-        st.accept_waveform(rec.sample_rate, x)
-        st.accept_waveform(rec.sample_rate, np.zeros((rec.tail_padding_frames(len(x), 0) + 1) * rec.frame_shift,
-                                                     np.float32))
-        st.input_finished()
-        while sherpa.is_ready(st):
-            sherpa.decode_stream(st)
-        theirs = sherpa.get_result_all(st)
+        _, theirs = _sherpa_result(files, rec, x, mode, "modified_beam_search")
         ours = seg.tokens[mode]
         assert [t.token.replace("\u2581", " ") for t in ours] == list(theirs.tokens), mode
         frames = [round(t.start / rec.frame_seconds) for t in ours]
