@@ -306,12 +306,11 @@ def load_rows(exp_dir: Path, avg: int = 1) -> List[Dict[str, float]]:
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s [learning_curve.py] %(message)s", level=logging.INFO)
     args = get_parser().parse_args()
-    if args.cmd == "run":
-        if args.eval_every <= 0 or args.minutes <= 0:
-            raise SystemExit("--minutes and --eval-every must be > 0")
     if args.avg < 1:
         raise SystemExit(f"--avg must be >= 1, got {args.avg}")
     if args.cmd == "run":
+        if args.eval_every <= 0 or args.minutes <= 0:
+            raise SystemExit("--minutes and --eval-every must be > 0")
         args.exp_dir.mkdir(parents=True, exist_ok=True)
         if not args.skip_train:
             train(args)

@@ -400,9 +400,12 @@ class StreamingRecognizer:
             hyp.tokens.append(best)
             hyp.frames.append(frame0 + t)
             last = frame0 + t
-            ctx = ([BLANK_ID] * self.context_size + hyp.tokens)[-self.context_size:]
-            hyp.decoder_out = decoder.run(None, {"y": np.array([ctx], dtype=np.int64)})[0]
+            hyp.decoder_out = decoder.run(None, {"y": np.array([self._context(hyp.tokens)], dtype=np.int64)})[0]
         return last
+
+    def _context(self, tokens: Sequence[int]) -> List[int]:
+        """The predictor's input after ``tokens``: the last ``context_size`` of them, blank-padded."""
+        return ([BLANK_ID] * self.context_size + list(tokens[-self.context_size:]))[-self.context_size:]
 
     def _beam_search(self, mode: str, enc: np.ndarray, hyp: ModeState, frame0: int) -> int:
         """Modified beam search over one chunk's frames (``self.beam`` paths,
@@ -438,8 +441,8 @@ class StreamingRecognizer:
             beam = list(paths.values())
             pending = [h for h in beam if h.decoder_out is None]
             if pending:
-                ctx = [([BLANK_ID] * self.context_size + h.tokens)[-self.context_size:] for h in pending]
-                out = decoder.run(None, {"y": np.array(ctx, dtype=np.int64)})[0]
+                ctx = np.array([self._context(h.tokens) for h in pending], dtype=np.int64)
+                out = decoder.run(None, {"y": ctx})[0]
                 for h, row in zip(pending, out):
                     h.decoder_out = row[None]
         best = max(beam, key=lambda h: h.log_prob / (self.context_size + len(h.tokens)))
