@@ -146,3 +146,37 @@ def test_device_choice_and_its_errors():
     else:
         with pytest.raises(SystemExit, match="CUDA device"):
             pick_device(f"cuda:{torch.cuda.device_count()}")
+
+
+def test_beam_search_fuses_a_token_lm(trained_tiny_model, tiny_corpus, tmp_path):
+    """With an LM, modified beam search scores each token with it too: an LM that
+    knows only two pieces the search never chose without it (every other one
+    has log10 probability -99) makes it emit those and nothing else.  decode.py --lm-dir fuses lm-MODE.arpa.gz into
+    the modes it has one for and names the fusion in its result files."""
+    from zipformer_pc.data.tokenizer import Tokenizer
+    from zipformer_pc.lm import NgramLm
+
+    exp_dir, epoch = trained_tiny_model
+    model = load_model_for_inference(exp_dir, epoch, 2)
+    tok = Tokenizer(str(tiny_corpus / "lang_bpe_120" / "bpe.model"))
+    pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+    torch.manual_seed(0)
+    feats, lens = torch.randn(2, 500, 80), torch.tensor([500, 420])
+    enc, enc_lens = model.encoder(feats, lens)
+    plain = modified_beam_search(model, enc, enc_lens, MODE_P, beam=4, unk_id=tok.unk_id)
+    emitted = {i for h in plain for i in h}
+    assert emitted, plain
+    allowed = [pieces[i] for i in range(3, len(pieces)) if i not in emitted][:2]  # pieces it never chose
+    lm = NgramLm.train([allowed * 3, allowed[::-1]], 2)
+    lm.write_arpa(tmp_path / "lm-P.arpa.gz")
+    fused = modified_beam_search(model, enc, enc_lens, MODE_P, beam=4, unk_id=tok.unk_id, lm=lm.bind(pieces),
+                                 lm_scale=1.0, lm_token_bonus=20.0)
+    assert all(fused) and {pieces[i] for h in fused for i in h} <= set(allowed), fused
+
+    decode(trained_tiny_model, tiny_corpus, "--decoding-method", "modified_beam_search", "--lm-dir", str(tmp_path))
+    out = exp_dir / "modified_beam_search"
+    assert list(out.glob("results-modified_beam_search-*-lm-0.5-bonus-1*.md"))
+    r = subprocess.run([sys.executable, "-m", "zipformer_pc.decoding.decode", "--exp-dir", str(exp_dir), "--epoch",
+                        str(epoch), "--bpe-model", "x", "--test-sets", "t=x", "--lm-dir", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "--lm-dir needs --decoding-method modified_beam_search" in r.stderr

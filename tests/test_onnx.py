@@ -481,6 +481,55 @@ def test_beam_search_with_one_path_is_greedy_search_and_more_paths_search_more(t
         assert path_log_prob(m, *four[m]) >= path_log_prob(m, *greedy[m]) - 1e-6, m
 
 
+def test_beam_search_fuses_each_modes_token_lm(tmp_path, tokens_file):
+    """With ``lm_scale > 0`` modified beam search adds each mode's LM
+    (``lm-MODE.arpa.gz`` beside the model) to every token's score before it
+    prunes: an LM that knows two pieces only (every other one has log10
+    probability -99) lets the P search emit nothing else, while N, which has
+    no LM here, is searched as before.  The command-line options fuse the
+    model dir's LMs by default in beam search only."""
+    import argparse
+
+    from zipformer_pc.lm import NgramLm
+    from zipformer_pc.runtime.recognizer import DEFAULT_LM_SCALE, add_search_options, search_kwargs
+
+    export_model(random_model("conditioned"), tmp_path, tokens_file, CHUNK, LEFT)
+    x = np.random.default_rng(1).standard_normal(3 * 16000).astype(np.float32) * 0.1
+
+    def tokens_of(rec):
+        s = rec.create_stream()
+        s.accept_waveform(16000, x)
+        s.input_finished()
+        rec.decode_stream(s)
+        return {m: list(h.tokens) for m, h in s.hyps.items()}
+
+    plain = tokens_of(StreamingRecognizer.from_dir(tmp_path, decoding_method="modified_beam_search"))
+    pieces = [line.split()[0] for line in open(tmp_path / "tokens.txt")]
+    allowed = sorted({pieces[i] for i in plain["P"]})[:2]
+    assert len(allowed) == 2 and len(set(plain["P"])) > 2, plain  # the random model emits several pieces
+    NgramLm.train([allowed * 3, allowed[::-1] * 2], 2).write_arpa(tmp_path / "lm-P.arpa.gz")
+
+    rec = StreamingRecognizer.from_dir(tmp_path, decoding_method="modified_beam_search", lm_scale=1.0,
+                                       lm_token_bonus=20.0)
+    assert set(rec.lms) == {"P"}
+    fused = tokens_of(rec)
+    assert fused["P"] and {pieces[i] for i in fused["P"]} <= set(allowed), fused
+    assert fused["N"] == plain["N"]
+
+    with pytest.raises(ValueError, match="modified_beam_search"):
+        StreamingRecognizer.from_dir(tmp_path, lm_scale=0.5)
+    with pytest.raises(FileNotFoundError, match="lm-MODE"):
+        StreamingRecognizer.from_dir(tmp_path, modes=["N"], decoding_method="modified_beam_search", lm_scale=0.5)
+    p = argparse.ArgumentParser()
+    add_search_options(p)
+    assert search_kwargs(p.parse_args([]), tmp_path)["lm_scale"] == 0.0
+    beam = p.parse_args(["--decoding-method", "modified_beam_search"])
+    assert search_kwargs(beam, tmp_path)["lm_scale"] == DEFAULT_LM_SCALE
+    assert search_kwargs(beam, tmp_path / "elsewhere")["lm_scale"] == 0.0
+    assert search_kwargs(p.parse_args(["--decoding-method", "modified_beam_search", "--lm-scale", "0"]),
+                         tmp_path)["lm_scale"] == 0.0
+
+
 def test_search_options_are_checked(tmp_path, tokens_file):
     export_model(random_model("punct"), tmp_path, tokens_file, CHUNK, LEFT)
     with pytest.raises(ValueError, match="decoding_method"):

@@ -21,7 +21,7 @@ VOICE = ["-v", "en-us+m1", "-s", "165"]  # a training voice of the synthetic cor
 
 def test_the_shipped_files_are_complete_and_within_budget():
     names = {p.name for p in PRETRAINED.iterdir()}
-    for need in ("tokens.txt", "bpe.model", "norm.pt", "conditioned.pt", "MODEL_CARD.md"):
+    for need in ("tokens.txt", "bpe.model", "norm.pt", "conditioned.pt", "MODEL_CARD.md", "lm-P.arpa.gz", "lm-N.arpa.gz"):
         assert need in names, need
     for part in ("encoder", "decoder-N", "decoder-P", "joiner-N", "joiner-P"):
         assert any(n.startswith(part) and n.endswith(".int8.onnx") for n in names), part
@@ -40,15 +40,18 @@ def spoken(tmp_path_factory):
     return wav
 
 
-@pytest.mark.parametrize("int8", [False, True])
-def test_the_shipped_model_transcribes_a_fresh_sentence(spoken, int8, tmp_path):
+@pytest.mark.parametrize("int8,search", [(False, []), (True, []), (False, ["--decoding-method", "modified_beam_search"])],
+                         ids=["fp32", "int8", "beam-search-with-lms"])
+def test_the_shipped_model_transcribes_a_fresh_sentence(spoken, int8, search, tmp_path):
     """The README's quick start: one command, both transcripts; the words are
-    right, P starts with a capital and ends with a mark."""
+    right, P starts with a capital and ends with a mark.  Beam search fuses
+    the shipped token LMs by default."""
     out = tmp_path / "out.tsv"
     r = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(PRETRAINED), str(spoken),
-                        "--int8", str(int8).lower(), "--output", str(out)],
+                        "--int8", str(int8).lower(), "--output", str(out), *search],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert ("fuses the token LMs" in r.stderr) == bool(search), r.stderr[-3000:]
     got = {}
     for line in out.read_text().splitlines():
         uid, mode, text = line.split("\t")

@@ -42,8 +42,9 @@
 #   2  conditioned model, encoder and predictor/joiner initialised from the norm model
 #   3  decode test and test_ood with both models (greedy and modified beam search with 4 paths,
 #      simulated streaming chunk 32, left 128)
-#   4  ONNX export of the conditioned model (fp32 + int8), its streaming RTF, and the
-#      latency/stability of its captions per chunk size (extra exports, not shipped)
+#   4  ONNX export of the conditioned model (fp32 + int8), its streaming RTF, the
+#      latency/stability of its captions per chunk size (extra exports, not shipped), the
+#      token LMs lm-P/lm-N.arpa.gz (local/train_lm.py) and the runtime's beam search with them
 #   5  publish: egs/synth/pretrained/ (ONNX, tokens, bpe.model, fp16 weights of both, MODEL_CARD.md)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -164,6 +165,14 @@ if run_this 4; then
   python3 scoring/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
     --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1,2 --int8 false,true --max-utterances 100 \
     --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
+  log "Stage 4: token LMs of the training references for beam-search fusion, and the runtime's scores with them"
+  python3 local/train_lm.py --cuts "$fbank/synth_cuts_train.jsonl.gz" --bpe-model "$bpe_dir/bpe.model" \
+    --out-dir "$exp_dir/conditioned/onnx"
+  for t in test test_ood; do
+    python3 export/onnx_streaming.py --model-dir "$exp_dir/conditioned/onnx" --cuts "$fbank/synth_cuts_$t.jsonl.gz" \
+      --decoding-method modified_beam_search --beam-size 4 --output "$exp_dir/conditioned/lm-recogs-$t.tsv" \
+      --scores-json "$exp_dir/conditioned/lm-scores-$t.json" > "$exp_dir/conditioned/lm-decode-$t.log"
+  done
   # latency and stability of the captions per chunk size (exports at 16 and 64 beside the shipped 32)
   systems=(--system "chunk-$chunk=$exp_dir/conditioned/onnx")
   for c in $latency_chunks; do

@@ -14,6 +14,7 @@ for ``conditioned`` the shared predictor fed with that mode's embedding.
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
+import numpy as np
 import torch
 
 
@@ -84,12 +85,20 @@ def greedy_search_batch(
 
 @torch.no_grad()
 def modified_beam_search(
-    model, encoder_out: torch.Tensor, encoder_lens: torch.Tensor, mode: int, beam: int = 4
+    model, encoder_out: torch.Tensor, encoder_lens: torch.Tensor, mode: int, beam: int = 4, unk_id: int = -1,
+    lm=None, lm_scale: float = 0.0, lm_token_bonus: float = 0.0,
 ) -> List[List[int]]:
-    """Beam search with at most one symbol per frame; hypotheses with equal
-    token sequences are merged (their probabilities added)."""
+    """Beam search with at most one symbol per frame, as the runtime's
+    (``zipformer_pc.runtime.recognizer``) and sherpa-onnx's: hypotheses with
+    equal token sequences are merged (their probabilities added), ``unk_id``
+    is read as blank, and the result is the hypothesis with the best log
+    probability per token (the predictor's context counted).  With ``lm`` (a
+    :class:`zipformer_pc.lm.BoundLm`) and ``lm_scale > 0``, every non-blank
+    token also scores ``lm_scale * log P_LM + lm_token_bonus`` before the
+    hypotheses are pruned (shallow fusion)."""
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
+    fuse = lm is not None and lm_scale > 0
     head = Head.of(model, mode)
     out: List[List[int]] = []
     for i in range(encoder_out.size(0)):
@@ -108,24 +117,32 @@ def modified_beam_search(
             keys = list(hyps)
             d = torch.stack([dec(k) for k in keys])
             logp = head.logits(enc_proj[t].expand(len(keys), -1), d).log_softmax(dim=-1)
+            if fuse:
+                fused = np.stack([lm.scores(lm.state_after(k)) for k in keys]) * lm_scale + lm_token_bonus
+                fused[:, head.blank_id] = 0.0
+                if unk_id >= 0:
+                    fused[:, unk_id] = 0.0
+                logp = logp + torch.from_numpy(fused).to(logp)
             scores = logp + torch.tensor([hyps[k] for k in keys], device=logp.device).unsqueeze(1)
             vocab = scores.size(1)
             top = scores.flatten().topk(min(beam, scores.numel()))
             new: Dict[Tuple[int, ...], float] = {}
             for s, flat in zip(top.values.tolist(), top.indices.tolist()):
                 k, tok = keys[flat // vocab], flat % vocab
-                ys = k if tok == head.blank_id else k + (tok,)
+                ys = k if tok in (head.blank_id, unk_id) else k + (tok,)
                 new[ys] = float(torch.logaddexp(torch.tensor(new[ys]), torch.tensor(s))) if ys in new else s
             hyps = new
-        out.append(list(max(hyps.items(), key=lambda kv: kv[1])[0]))
+        out.append(list(max(hyps.items(), key=lambda kv: kv[1] / (head.context_size + len(kv[0])))[0]))
     return out
 
 
 def search(
-    model, encoder_out, encoder_lens, mode: int, method: str, beam: int = 4, max_sym_per_frame: int = 1
+    model, encoder_out, encoder_lens, mode: int, method: str, beam: int = 4, max_sym_per_frame: int = 1,
+    **beam_opts,
 ) -> List[List[int]]:
+    """``beam_opts``: ``unk_id`` and the LM fusion of :func:`modified_beam_search`."""
     if method == "greedy_search":
         return greedy_search_batch(model, encoder_out, encoder_lens, mode, max_sym_per_frame)
     if method == "modified_beam_search":
-        return modified_beam_search(model, encoder_out, encoder_lens, mode, beam)
+        return modified_beam_search(model, encoder_out, encoder_lens, mode, beam, **beam_opts)
     raise ValueError(f"Unknown decoding method {method!r}: greedy_search or modified_beam_search")

@@ -7,6 +7,8 @@ Usage:
       --test-sets test=data/synth/fbank/synth_cuts_test.jsonl.gz,test_ood=data/synth/fbank/synth_cuts_test_ood.jsonl.gz \
       --decoding-method modified_beam_search --beam-size 4
 
+  # modified beam search with the token LMs of local/train_lm.py (lm-P.arpa.gz, lm-N.arpa.gz) fused
+  python -m zipformer_pc.decoding.decode ... --decoding-method modified_beam_search --lm-dir exp/onnx
   # simulated streaming (masked full-utterance forward) with a causal model
   python -m zipformer_pc.decoding.decode ... --chunk-size 32 --left-context-frames 128
   # true chunk-by-chunk decoding with the encoder's streaming_forward
@@ -50,6 +52,7 @@ from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, wr
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
     parse_modes, rules, search_mode_for
 from zipformer_pc.options import str2bool
+from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
 
@@ -65,6 +68,12 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-sets", required=True, help="name=cuts.jsonl.gz[,name=cuts.jsonl.gz...]")
     p.add_argument("--decoding-method", choices=["greedy_search", "modified_beam_search"], default="greedy_search")
     p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--lm-dir", default="",
+                   help="modified_beam_search fuses the token LMs lm-P.arpa.gz / lm-N.arpa.gz of this dir "
+                        "(local/train_lm.py) into the modes it has them for")
+    p.add_argument("--lm-scale", type=float, default=DEFAULT_LM_SCALE, help="weight of the LM log probability")
+    p.add_argument("--lm-token-bonus", type=float, default=DEFAULT_LM_TOKEN_BONUS,
+                   help="added to each token's score with the LM")
     p.add_argument("--max-sym-per-frame", type=int, default=1,
                    help="greedy_search: tokens one frame may emit (1, as the streaming runtimes do)")
     p.add_argument("--modes", default="N,P", help="Output modes to decode (those the model has)")
@@ -144,7 +153,29 @@ def streaming_encode(encoder, feats: torch.Tensor, lens: torch.Tensor, chunk: in
     return out[:, : int(out_lens.max())] if out_lens.max() > 0 else out[:, :1], out_lens
 
 
-def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restorer=None) -> Dict[str, object]:
+def beam_opts(args, tokenizer, lm) -> Dict[str, object]:
+    if args.decoding_method != "modified_beam_search":
+        return {}
+    return {"unk_id": tokenizer.unk_id, "lm": lm, "lm_scale": args.lm_scale, "lm_token_bonus": args.lm_token_bonus}
+
+
+def load_lms(lm_dir: str, tokenizer, modes: List[str]) -> Dict[str, object]:
+    """The token LMs of ``lm_dir`` per mode name, bound to the tokenizer's pieces."""
+    from zipformer_pc.lm import NgramLm
+
+    pieces = [tokenizer.sp.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+    lms = {}
+    for m in modes:
+        path = Path(lm_dir) / f"lm-{m}.arpa.gz"
+        if path.exists():
+            lms[m] = NgramLm.read_arpa(path).bind(pieces)
+            logging.info(f"Mode {m}: fusing {path}")
+    return lms
+
+
+def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restorer=None,
+               lms: Optional[Dict[str, object]] = None) -> Dict[str, object]:
+    lms = lms or {}
     dl = PCAsrDataModule(tokenizer, args.max_duration).test_dataloader(cuts_path)
     hyps: Dict[int, Dict[str, str]] = {m: {} for m in modes}
     refs_n: Dict[str, str] = {}
@@ -163,8 +194,9 @@ def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restore
         for m in modes:
             if restorer is not None and m in RESTORED_FROM:
                 continue  # the cascade's P comes from its N output below
-            ids = search(model, enc, enc_lens, search_mode_for(model.model_type, m), args.decoding_method,
-                         args.beam_size, args.max_sym_per_frame)
+            searched = search_mode_for(model.model_type, m)
+            ids = search(model, enc, enc_lens, searched, args.decoding_method, args.beam_size, args.max_sym_per_frame,
+                         **beam_opts(args, tokenizer, lms.get(MODE_NAMES[searched])))
             derived = is_derived(model.model_type, m)
             for cid, h in zip(batch["cut_ids"], ids):
                 text = tokenizer.decode(h)
@@ -195,6 +227,8 @@ def write_recogs(path: Path, pairs: List[Tuple[str, str, str]]) -> None:
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s [decode.py] %(message)s", level=logging.INFO)
     args = get_parser().parse_args()
+    if args.lm_dir and (args.decoding_method != "modified_beam_search" or args.lm_scale <= 0):
+        raise SystemExit("--lm-dir needs --decoding-method modified_beam_search and --lm-scale > 0")
     torch.set_num_threads(args.num_threads)
     tests = parse_test_sets(args.test_sets)
     device = pick_device(args.device)
@@ -230,9 +264,16 @@ def main() -> None:
     if not modes:
         raise SystemExit(f"A {model.model_type} model has none of the modes {args.modes}")
     model_name = "cascade" if restorer is not None else model.model_type
+    lms: Dict[str, object] = {}
+    if args.lm_dir:
+        lms = load_lms(args.lm_dir, tokenizer, [MODE_NAMES[search_mode_for(model.model_type, m)] for m in modes])
+        if not lms:
+            raise SystemExit(f"--lm-dir {args.lm_dir} has no lm-P.arpa.gz / lm-N.arpa.gz for the modes decoded")
     suffix = f"{args.decoding_method}-{model.desc}"
     if args.decoding_method == "modified_beam_search":
         suffix += f"-beam-{args.beam_size}"
+        if lms:
+            suffix += f"-lm-{args.lm_scale:g}-bonus-{args.lm_token_bonus:g}"
     elif args.max_sym_per_frame != 1:
         suffix += f"-max-sym-{args.max_sym_per_frame}"
     if args.chunk_size > 0:
@@ -246,7 +287,7 @@ def main() -> None:
 
     rows = []
     for name, path in tests:
-        res = decode_set(model, tokenizer, path, args, modes, restorer)
+        res = decode_set(model, tokenizer, path, args, modes, restorer, lms)
         rtf = res["decode_sec"] / max(res["audio_sec"], 1e-9)
         logging.info(f"{name}: {len(res['refs_n'])} utterances, {res['audio_sec']:.1f} s audio, RTF {rtf:.3f}")
         summaries: Dict[int, Dict[str, object]] = {}

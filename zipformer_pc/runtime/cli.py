@@ -29,7 +29,7 @@ import numpy as np
 from zipformer_pc.runtime.audio import read_wav, wav_files
 from zipformer_pc.options import str2bool
 from zipformer_pc.runtime.endpoint import EndpointConfig, add_endpoint_options
-from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options
+from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -44,6 +44,8 @@ def get_parser() -> argparse.ArgumentParser:
     add_search_options(p)
     p.add_argument("--max-utts", type=int, default=0, help="decode at most this many (0: all)")
     p.add_argument("--output", type=Path, default=None, help="write 'id<TAB>mode<TAB>text' lines here")
+    p.add_argument("--scores-json", type=Path, default=None,
+                   help="with --cuts: write the metrics per mode, the RTF and the search settings as JSON here")
     add_endpoint_options(p, False, "each input")
     p.add_argument("--timestamps", type=str2bool, default=False,
                    help="print one JSON line per segment with word and token times (both modes)")
@@ -55,10 +57,12 @@ def main(argv=None) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
     if not args.inputs and not args.cuts:
         sys.exit("give wav files / folders or --cuts")
+    if args.scores_json and not args.cuts:
+        sys.exit("--scores-json needs --cuts (references to score against)")
     modes = [m for m in args.modes.split(",") if m] or None
     endpoint = EndpointConfig.from_args(args)
     rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
-                                       endpoint=endpoint, decoding_method=args.decoding_method, beam=args.beam_size)
+                                       endpoint=endpoint, **search_kwargs(args, args.model_dir))
     items: List[Tuple[str, object]] = [(w.stem, w) for w in wav_files(args.inputs)]
     refs: Dict[str, Tuple[str, Optional[str]]] = {}
     if args.cuts:
@@ -109,13 +113,22 @@ def main(argv=None) -> None:
     if refs:
         from zipformer_pc.metrics import score_corpus
 
+        scores = {}
         for mode in ("N", "P"):
             pairs = [(uid, refs[uid][1] if mode == "P" else refs[uid][0], h[mode]) for uid, h in hyps.items()
                      if mode in h and uid in refs and (mode == "N" or refs[uid][1] is not None)]
             if pairs:
-                summary = score_corpus(pairs).summary()
+                summary = scores[mode] = score_corpus(pairs).summary()
                 keys = ["wer"] if mode == "N" else ["wer", "punc_er", "case_er", "pc_wer"]
                 print(f"{mode}: " + ", ".join(f"{k} {summary.get(k)}" for k in keys))
+        if args.scores_json:
+            search = {"decoding_method": rec.decoding_method, "int8": args.int8,
+                      "lms": sorted(rec.lms), "num_threads": args.num_threads}
+            if rec.decoding_method == "modified_beam_search":
+                search.update(beam=rec.beam, lm_scale=rec.lm_scale,
+                              lm_token_bonus=rec.lm_token_bonus if rec.lms else None)
+            args.scores_json.write_text(json.dumps({"cuts": str(args.cuts), "utterances": len(hyps), "rtf": rtf,
+                                                    "search": search, "scores": scores}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -47,9 +47,16 @@ with its own scale, so batching frames would change the result):
   one's times kept), and the partial result is the path with the best log
   probability per token (the context counted, as sherpa-onnx does).  Partial
   results may then change their last words as better paths win.  At an
-  endpoint the next segment starts from one fresh path.
+  endpoint the next segment starts from one fresh path.  With
+  ``lm_scale > 0`` each searched mode fuses its token n-gram LM
+  (``lm-MODE.arpa.gz`` in the model dir, ``local/train_lm.py``,
+  :mod:`zipformer_pc.lm`): every non-blank token's score gains
+  ``lm_scale * log P_LM(token | the path's last tokens) + lm_token_bonus``
+  before the paths are pruned (shallow fusion; a segment's LM context starts
+  at ``<s>``).
 """
 
+import logging
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -57,21 +64,40 @@ import kaldi_native_fbank as knf
 import numpy as np
 import onnxruntime as ort
 
+from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS, BoundLm, NgramLm
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
 from zipformer_pc.runtime.endpoint import EndpointConfig
 from zipformer_pc.runtime.stream import BeamHyp, ModeState, Segment, Stream
 from zipformer_pc.runtime.timestamps import TimedWord, is_mark, token_times, word_times
 
+_log = logging.getLogger(__name__)
 BLANK_ID = 0
 DECODING_METHODS = ("greedy_search", "modified_beam_search")
 
 
 def add_search_options(p) -> None:
-    """``--decoding-method`` and ``--beam-size`` of the runtime's command lines."""
+    """``--decoding-method``, ``--beam-size`` and the LM fusion options of the runtime's command lines."""
     p.add_argument("--decoding-method", choices=DECODING_METHODS, default="greedy_search",
                    help="search per mode (modified_beam_search: as sherpa-onnx's, --beam-size paths)")
     p.add_argument("--beam-size", type=int, default=4, help="paths of modified_beam_search")
+    p.add_argument("--lm-scale", type=float, default=None,
+                   help="modified_beam_search adds this times the token LM's log probability (lm-P.arpa.gz, "
+                        f"lm-N.arpa.gz in the model dir) to each token's score (default: {DEFAULT_LM_SCALE} "
+                        "when the model dir has them, else 0; 0: no LM)")
+    p.add_argument("--lm-token-bonus", type=float, default=DEFAULT_LM_TOKEN_BONUS,
+                   help="added to each token's score with the LM (it offsets the LM's cost per token, "
+                        "which would otherwise favour dropping words)")
+
+
+def search_kwargs(args, model_dir) -> Dict[str, object]:
+    """The :class:`StreamingRecognizer` search arguments of the options of :func:`add_search_options`."""
+    scale = args.lm_scale
+    if scale is None:
+        has_lm = any(Path(model_dir).glob("lm-*.arpa*"))
+        scale = DEFAULT_LM_SCALE if has_lm and args.decoding_method == "modified_beam_search" else 0.0
+    return {"decoding_method": args.decoding_method, "beam": args.beam_size, "lm_scale": scale,
+            "lm_token_bonus": args.lm_token_bonus}
 
 
 def _session(path: Path, threads: int) -> ort.InferenceSession:
@@ -108,6 +134,10 @@ def find_model_files(model_dir: Path, int8: bool = False) -> Dict[str, Path]:
         dec, joi = model_dir / f"decoder-{mode}{suffix}", model_dir / f"joiner-{mode}{suffix}"
         if dec.exists() and joi.exists():
             files[f"decoder-{mode}"], files[f"joiner-{mode}"] = dec, joi
+        for name in (f"lm-{mode}.arpa.gz", f"lm-{mode}.arpa"):
+            if (model_dir / name).exists():
+                files[f"lm-{mode}"] = model_dir / name
+                break
     if not files["tokens"].exists():
         raise FileNotFoundError(f"{files['tokens']} is missing")
     return files
@@ -126,17 +156,26 @@ class StreamingRecognizer:
         none; one segment per stream, as for a file).
       decoding_method: ``greedy_search`` or ``modified_beam_search``.
       beam: paths kept by ``modified_beam_search``.
+      lm_scale, lm_token_bonus: shallow fusion of the ``lm-MODE`` files
+        (``modified_beam_search`` only; 0: none).
     """
 
     def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None,
                  endpoint: Optional[EndpointConfig] = None, batch_encoder: Optional[bool] = None,
-                 decoding_method: str = "greedy_search", beam: int = 4) -> None:
+                 decoding_method: str = "greedy_search", beam: int = 4,
+                 lm_scale: float = 0.0, lm_token_bonus: float = 0.0) -> None:
         if decoding_method not in DECODING_METHODS:
             raise ValueError(f"decoding_method must be one of {', '.join(DECODING_METHODS)}, not {decoding_method!r}")
         if beam < 1:
             raise ValueError(f"beam must be at least 1, got {beam}")
         self.decoding_method = decoding_method
         self.beam = beam
+        if lm_scale < 0:
+            raise ValueError(f"lm_scale must not be negative, got {lm_scale}")
+        if lm_scale > 0 and decoding_method != "modified_beam_search":
+            raise ValueError("an LM is fused in modified_beam_search only (lm_scale > 0 with greedy_search)")
+        self.lm_scale = lm_scale
+        self.lm_token_bonus = lm_token_bonus
         self.endpoint = endpoint if endpoint is not None else EndpointConfig(enabled=False)
         self.encoder = _session(files["encoder"], num_threads)
         # decode_streams() stacks the chunks of several streams into one encoder
@@ -173,6 +212,16 @@ class StreamingRecognizer:
         self.unk_id = self.tokens.index("<unk>") if "<unk>" in self.tokens else -1
         if len(self.tokens) != self.vocab_size:
             raise ValueError(f"{files['tokens']}: {len(self.tokens)} tokens, model vocab_size {self.vocab_size}")
+        self.lms: Dict[str, BoundLm] = {}
+        if lm_scale > 0:
+            for m in self.search_modes:
+                if f"lm-{m}" in files:
+                    self.lms[m] = NgramLm.read_arpa(files[f"lm-{m}"]).bind(self.tokens)
+            if not self.lms:
+                raise FileNotFoundError(f"lm_scale {lm_scale} but no lm-MODE.arpa[.gz] for the modes "
+                                        f"{','.join(self.search_modes)} (local/train_lm.py writes them)")
+            _log.info("modified_beam_search fuses the token LMs %s (--lm-scale %g, --lm-token-bonus %g)",
+                      ", ".join(str(files[f"lm-{m}"]) for m in self.lms), lm_scale, lm_token_bonus)
         self._state_inputs = self.encoder.get_inputs()[1:]
         self._state_shapes = self._init_state_shapes()
         # the batch axis of each state: the one the export named (sherpa-onnx's layout:
@@ -413,13 +462,22 @@ class StreamingRecognizer:
         Returns the last frame of this chunk on which the best path emitted
         a token (-1 when none did)."""
         joiner, decoder = self.joiners[mode], self.decoders[mode]
-        beam = hyp.beam or [BeamHyp(list(hyp.tokens), list(hyp.frames), 0.0, hyp.decoder_out)]
+        lm = self.lms.get(mode)
+        beam = hyp.beam or [BeamHyp(list(hyp.tokens), list(hyp.frames), 0.0, hyp.decoder_out,
+                                    lm.state_after(hyp.tokens) if lm else ())]
         for t in range(enc.shape[0]):
             dec = np.concatenate([h.decoder_out for h in beam])
             logits = joiner.run(None, {"encoder_out": np.repeat(enc[t : t + 1], len(beam), axis=0),
                                        "decoder_out": dec})[0].astype(np.float64)
             peak = logits.max(axis=1, keepdims=True)
             logp = logits - peak - np.log(np.exp(logits - peak).sum(axis=1, keepdims=True))
+            if lm:
+                # shallow fusion: every non-blank token also scores lm_scale * log P_LM + the bonus
+                fused = np.stack([lm.scores(h.lm_state) for h in beam]) * self.lm_scale + self.lm_token_bonus
+                fused[:, BLANK_ID] = 0.0
+                if self.unk_id >= 0:
+                    fused[:, self.unk_id] = 0.0
+                logp = logp + fused
             scores = (logp + np.array([h.log_prob for h in beam])[:, None]).ravel()
             k = min(self.beam, scores.size)
             top = np.argpartition(-scores, k - 1)[:k]
@@ -430,9 +488,10 @@ class StreamingRecognizer:
                 parent, tok = beam[i // vocab], i % vocab
                 score = float(scores[i])
                 if tok == BLANK_ID or tok == self.unk_id:
-                    new = BeamHyp(parent.tokens, parent.frames, score, parent.decoder_out)
+                    new = BeamHyp(parent.tokens, parent.frames, score, parent.decoder_out, parent.lm_state)
                 else:
-                    new = BeamHyp(parent.tokens + [tok], parent.frames + [frame0 + t], score, None)
+                    new = BeamHyp(parent.tokens + [tok], parent.frames + [frame0 + t], score, None,
+                                  lm.next_state(parent.lm_state, tok) if lm else ())
                 key = tuple(new.tokens)
                 if key in paths:  # the same tokens by another path: add the probabilities
                     paths[key].log_prob = float(np.logaddexp(paths[key].log_prob, score))

@@ -24,6 +24,7 @@ class BeamHyp:
     frames: List[int]
     log_prob: float
     decoder_out: Optional[np.ndarray]
+    lm_state: tuple = ()
 
 
 @dataclass

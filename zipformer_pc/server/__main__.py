@@ -16,7 +16,7 @@ from aiohttp import web
 
 from zipformer_pc.options import str2bool
 from zipformer_pc.runtime.endpoint import EndpointConfig, add_endpoint_options
-from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options
+from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs
 from zipformer_pc.server.app import ServerConfig, create_app
 
 
@@ -57,7 +57,7 @@ def main(argv=None) -> None:
     modes = [m for m in args.modes.split(",") if m] or None
     rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
                                        endpoint=endpoint, batch_encoder=args.batch_encoder,
-                                       decoding_method=args.decoding_method, beam=args.beam_size)
+                                       **search_kwargs(args, args.model_dir))
     logging.info("model %s (%s, modes %s, %s, batched encoder %s); serving on http://%s:%d/ (WebSocket /ws)",
                  args.model_dir, rec.transducer_type or "?", ",".join(rec.search_modes), rec.decoding_method,
                  rec.batch_encoder,

@@ -1,0 +1,308 @@
+"""Token n-gram language models for shallow fusion in modified beam search.
+
+One model per output mode, trained on the token pieces of a corpus's
+training references (the P mode's cased and punctuated text, the N mode's
+normalized text: ``zipformer_pc.data.references``) with interpolated
+Kneser-Ney smoothing (one discount per order, Ney's estimate
+``n1 / (n1 + 2 n2)`` from the counts of counts), and stored in the ARPA
+format that KenLM, SRILM and kaldilm read and write (log10 probabilities
+and backoff weights; gzip when the name ends in ``.gz``).  The words of
+the ARPA file are the sentencepiece pieces, so a model is tied to a
+tokenizer's pieces, not to its ids.
+
+In search (:meth:`NgramLm.bind`), a path's LM state is its last
+``order - 1`` tokens after ``<s>``; ``</s>`` is not scored (a stream has
+no known end).
+"""
+
+import gzip
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+BOS, EOS = "<s>", "</s>"
+# shallow-fusion weights of beam search (runtime and decode.py), the best on the synthetic
+# corpus's dev set with the shipped model and its 5-gram LMs (egs/synth/pretrained/MODEL_CARD.md)
+DEFAULT_LM_SCALE = 0.5
+DEFAULT_LM_TOKEN_BONUS = 1.0
+LOG10 = math.log(10.0)
+_NO_PROB = -99.0  # log10 of the <s> unigram (never predicted), as SRILM and KenLM write it
+
+Gram = Tuple[str, ...]
+
+
+class NgramLm:
+    """A backoff n-gram model: ``probs[gram]`` and ``backoffs[context]`` in natural log."""
+
+    def __init__(self, order: int, probs: Dict[Gram, float], backoffs: Dict[Gram, float]) -> None:
+        if order < 1:
+            raise ValueError(f"order must be at least 1, got {order}")
+        self.order = order
+        self.probs = probs
+        self.backoffs = backoffs
+
+    def __len__(self) -> int:
+        return len(self.probs)
+
+    def counts(self) -> List[int]:
+        """The number of n-grams per order, 1..order."""
+        c = Counter(len(g) for g in self.probs)
+        return [c[n] for n in range(1, self.order + 1)]
+
+    # -- training --------------------------------------------------------
+
+    @classmethod
+    def train(cls, sentences: Iterable[Sequence[str]], order: int, vocab: Sequence[str] = (),
+              prune: Sequence[int] = ()) -> "NgramLm":
+        """Interpolated Kneser-Ney over ``sentences`` (sequences of pieces).
+
+        ``vocab``: pieces that get a unigram probability even when the text
+        never has them (the tokenizer's other pieces), so no token of the
+        model's vocabulary is impossible.  ``prune``: per order from 1, drop
+        the n-grams seen at most that many times (as KenLM's ``--prune``;
+        unigrams are never dropped), keeping those that are the context of a
+        kept longer one; the backoff weights are then recomputed so every
+        context's distribution still sums to one.
+        """
+        if order < 1:
+            raise ValueError(f"order must be at least 1, got {order}")
+        if len(prune) > order or any(p < 0 for p in prune):
+            raise ValueError(f"prune takes at most {order} non-negative counts, got {list(prune)}")
+        raw: List[Counter] = [Counter() for _ in range(order + 1)]
+        num = 0
+        for sent in sentences:
+            toks = [BOS] + list(sent) + [EOS]
+            num += 1
+            for i in range(len(toks)):
+                for n in range(1, order + 1):
+                    if i + n > len(toks):
+                        break
+                    g = tuple(toks[i : i + n])
+                    if n == 1 and g[0] == BOS:
+                        continue
+                    raw[n][g] += 1
+        if num == 0:
+            raise ValueError("no training sentences")
+        # Kneser-Ney's adjusted counts: the highest order and grams that start
+        # with <s> keep their counts; the others count their distinct left contexts
+        adj: List[Counter] = [Counter() for _ in range(order + 1)]
+        adj[order] = raw[order]
+        for n in range(order - 1, 0, -1):
+            left = Counter(g[1:] for g in raw[n + 1])
+            for g, c in raw[n].items():
+                adj[n][g] = c if g[0] == BOS else left.get(g, 0)
+            adj[n] = Counter({g: c for g, c in adj[n].items() if c > 0})
+        words = sorted({g[0] for g in raw[1]} | {v for v in vocab if v not in (BOS,)} | {EOS})
+        probs: Dict[Gram, float] = {}
+        backoffs: Dict[Gram, float] = {}
+        for n in range(1, order + 1):
+            cc = Counter(adj[n].values())
+            n1, n2 = cc.get(1, 0), cc.get(2, 0)
+            d = n1 / (n1 + 2 * n2) if n1 + 2 * n2 > 0 else 0.5
+            d = min(max(d, 0.1), 0.9)
+            total: Dict[Gram, int] = defaultdict(int)
+            types: Dict[Gram, int] = defaultdict(int)
+            for g, c in adj[n].items():
+                total[g[:-1]] += c
+                types[g[:-1]] += 1
+            gamma = {h: d * types[h] / total[h] for h in total}
+            if n == 1:
+                g0 = gamma.get((), 1.0)
+                for w in words:
+                    c = adj[1].get((w,), 0)
+                    p = max(c - d, 0) / total[()] + g0 / len(words) if total[()] else 1.0 / len(words)
+                    probs[(w,)] = math.log(p)
+            else:
+                # (the suffix g[1:] always has an adjusted count: g[0] is a left context of it)
+                for g, c in adj[n].items():
+                    h = g[:-1]
+                    probs[g] = math.log((c - d) / total[h] + gamma[h] * math.exp(probs[g[1:]]))
+            if n > 1:
+                for h, gm in gamma.items():
+                    backoffs[h] = math.log(gm)
+        probs[(BOS,)] = _NO_PROB * LOG10
+        if any(prune[1:]):
+            _prune(probs, backoffs, raw, order, list(prune) + [0] * (order - len(prune)))
+        return cls(order, probs, backoffs)
+
+    # -- ARPA ------------------------------------------------------------
+
+    def write_arpa(self, path) -> None:
+        path = Path(path)
+        by_order: Dict[int, List[Gram]] = defaultdict(list)
+        for g in self.probs:
+            by_order[len(g)].append(g)
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "wt", encoding="utf-8") as f:
+            f.write("\n\\data\\\n")
+            for n in range(1, self.order + 1):
+                f.write(f"ngram {n}={len(by_order[n])}\n")
+            for n in range(1, self.order + 1):
+                f.write(f"\n\\{n}-grams:\n")
+                for g in sorted(by_order[n]):
+                    line = f"{self.probs[g] / LOG10:.6f}\t{' '.join(g)}"
+                    if g in self.backoffs:
+                        line += f"\t{self.backoffs[g] / LOG10:.6f}"
+                    f.write(line + "\n")
+            f.write("\n\\end\\\n")
+
+    @classmethod
+    def read_arpa(cls, path) -> "NgramLm":
+        path = Path(path)
+        opener = gzip.open if path.name.endswith(".gz") else open
+        probs: Dict[Gram, float] = {}
+        backoffs: Dict[Gram, float] = {}
+        declared: Dict[int, int] = {}
+        n = 0
+        with opener(path, "rt", encoding="utf-8") as f:
+            for num, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                if line == "\\data\\":
+                    n = 0
+                    continue
+                if line.startswith("ngram ") and n == 0:
+                    k, v = line[6:].split("=")
+                    declared[int(k)] = int(v)
+                    continue
+                if line.startswith("\\") and line.endswith("-grams:"):
+                    n = int(line[1:-7])
+                    continue
+                if line == "\\end\\":
+                    break
+                if n == 0:
+                    raise ValueError(f"{path}:{num}: not an ARPA file ({line[:40]!r})")
+                parts = line.split()
+                if len(parts) not in (n + 1, n + 2):
+                    raise ValueError(f"{path}:{num}: expected a {n}-gram line, got {line[:60]!r}")
+                g = tuple(parts[1 : n + 1])
+                probs[g] = float(parts[0]) * LOG10
+                if len(parts) == n + 2:
+                    backoffs[g] = float(parts[-1]) * LOG10
+        if not declared:
+            raise ValueError(f"{path}: no \\data\\ section: not an ARPA file")
+        order = max(declared)
+        counts = Counter(len(g) for g in probs)
+        for k, v in declared.items():
+            if counts[k] != v:
+                raise ValueError(f"{path}: the header declares {v} {k}-grams, the file has {counts[k]}")
+        return cls(order, probs, backoffs)
+
+    # -- scoring ---------------------------------------------------------
+
+    def logp(self, context: Sequence[str], token: str) -> float:
+        """Natural-log probability of ``token`` after ``context`` (pieces; start with ``<s>``)."""
+        ctx = tuple(context)[-(self.order - 1):] if self.order > 1 else ()
+        return _backoff_logp(self.probs, self.backoffs, ctx, token)
+
+    def bind(self, tokens: Sequence[str]) -> "BoundLm":
+        """This model on a tokenizer's ids (``tokens[i]`` is the piece of id i)."""
+        return BoundLm(self, tokens)
+
+
+def _prune(probs: Dict[Gram, float], backoffs: Dict[Gram, float], raw: List[Counter], order: int,
+           limits: List[int]) -> None:
+    """Drop rare n-grams of orders 2.. (in place) and renormalize the backoff weights."""
+    keep: set = set()
+    for n in range(order, 1, -1):
+        for g, c in raw[n].items():
+            if c > limits[n - 1] or g in keep:
+                keep.add(g[:-1])
+                keep.add(g)
+            else:
+                probs.pop(g, None)
+    children: Dict[Gram, List[str]] = defaultdict(list)
+    for g in probs:
+        if len(g) > 1:
+            children[g[:-1]].append(g[-1])
+    backoffs.clear()
+    # shortest contexts first: a context's lower-order probabilities are final by then
+    for h in sorted(children, key=len):
+        kids = children[h]
+        here = sum(math.exp(probs[h + (w,)]) for w in kids)
+        lower = sum(math.exp(_backoff_logp(probs, backoffs, h[1:], w)) for w in kids)
+        if here < 1.0 and lower < 1.0:
+            backoffs[h] = math.log((1.0 - here) / (1.0 - lower))
+
+
+def _backoff_logp(probs: Dict[Gram, float], backoffs: Dict[Gram, float], ctx: Gram, token: str) -> float:
+    acc = 0.0
+    for k in range(len(ctx), -1, -1):
+        h = ctx[len(ctx) - k:]
+        p = probs.get(h + (token,))
+        if p is not None:
+            return acc + p
+        acc += backoffs.get(h, 0.0)
+    return acc + _NO_PROB * LOG10
+
+
+class BoundLm:
+    """An :class:`NgramLm` over token ids: the log probabilities of every token
+    after a state at once (cached per state), as beam search scores them.
+
+    A state is a tuple of at most ``order - 1`` ids, ``-1`` standing for ``<s>``.
+    """
+
+    def __init__(self, lm: NgramLm, tokens: Sequence[str], cache_size: int = 4096) -> None:
+        self.order = lm.order
+        ids = {t: i for i, t in enumerate(tokens)}
+        ids[BOS] = -1
+        vocab = len(tokens)
+        missing = [t for g in lm.probs for t in g if t not in ids and t != EOS]
+        if missing:
+            raise ValueError(f"the LM has pieces the tokenizer lacks (another tokenizer's LM?): {sorted(set(missing))[:5]}")
+        self.unigram = np.full(vocab, _NO_PROB * LOG10)
+        children: Dict[Tuple[int, ...], Tuple[List[int], List[float]]] = defaultdict(lambda: ([], []))
+        for g, p in lm.probs.items():
+            if g[-1] in (EOS, BOS) or g[-1] not in ids:
+                continue
+            key = tuple(ids[t] for t in g[:-1]) if all(t in ids for t in g[:-1]) else None
+            if key is None:
+                continue
+            if not key:
+                self.unigram[ids[g[-1]]] = p
+            else:
+                children[key][0].append(ids[g[-1]])
+                children[key][1].append(p)
+        self.children = {h: (np.array(i, dtype=np.int64), np.array(p)) for h, (i, p) in children.items()}
+        self.backoffs = {tuple(ids[t] for t in h): b for h, b in lm.backoffs.items()
+                         if all(t in ids for t in h)}
+        self.initial = (-1,) if self.order > 1 else ()
+        self._cache: Dict[Tuple[int, ...], np.ndarray] = {}
+        self._cache_size = cache_size
+
+    def next_state(self, state: Tuple[int, ...], token: int) -> Tuple[int, ...]:
+        if self.order == 1:
+            return ()
+        return (state + (token,))[-(self.order - 1):]
+
+    def state_after(self, tokens: Sequence[int]) -> Tuple[int, ...]:
+        """The state after ``<s>`` and ``tokens``."""
+        state = self.initial
+        for t in tokens[-(self.order - 1):] if self.order > 1 else ():
+            state = self.next_state(state, t)
+        return state
+
+    def scores(self, state: Tuple[int, ...]) -> np.ndarray:
+        """Natural-log probability of every token id after ``state``."""
+        vec = self._cache.get(state)
+        if vec is not None:
+            return vec
+        vec = self.unigram
+        for k in range(1, len(state) + 1):
+            h = state[len(state) - k:]
+            kids = self.children.get(h)
+            b = self.backoffs.get(h, 0.0)
+            if kids is None and b == 0.0:
+                continue
+            vec = vec + b
+            if kids is not None:
+                vec[kids[0]] = kids[1]
+        if len(self._cache) >= self._cache_size:
+            self._cache.clear()
+        self._cache[state] = vec
+        return vec
