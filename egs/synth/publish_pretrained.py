@@ -153,13 +153,17 @@ class KeptModel:
     beam_metrics: List[str] = field(default_factory=list)  # its beam-search table, if the card had one
 
 
+KEPT_NOTE = "  (kept as the previous publication shipped it"
+
+
 def kept_card_lines(card: str, name: str) -> KeptModel:
     """The lines of an earlier MODEL_CARD.md about model ``name``."""
     lines = card.splitlines()
     kept = KeptModel([], [], "an earlier commit")
     for i, line in enumerate(lines):
         if line.startswith(f"* **{name}**:"):
-            kept.training = [line] + _run(lines[i + 1:], lambda x: x.startswith("  "))
+            kept.training = [line] + [x for x in _run(lines[i + 1:], lambda x: x.startswith("  "))
+                                      if not x.startswith(KEPT_NOTE)]  # main() adds the note once
         if line.startswith(f"| {name} | test set |"):  # greedy search first, then beam search if any
             table = [line] + _run(lines[i + 1:], lambda x: x.startswith("|"))
             if not kept.metrics:
@@ -292,7 +296,7 @@ def main() -> None:
     for name in ("norm", "conditioned"):
         if name in kept:
             lines += kept[name].training
-            lines.append(f"  (kept as the previous publication shipped it: `{args.models}` was republished)")
+            lines.append(f"{KEPT_NOTE}: `{args.models}` was republished)")
             continue
         c = card[name]
         threads = f" at {c['threads']} torch thread(s)" if c.get("threads") else ""
