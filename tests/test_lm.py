@@ -4,7 +4,6 @@ the id-based scores beam search fuses, and local/train_lm.py."""
 import gzip
 import math
 
-import numpy as np
 import pytest
 
 from zipformer_pc.lm import BOS, EOS, NgramLm

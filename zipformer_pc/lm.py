@@ -204,6 +204,14 @@ class NgramLm:
         return BoundLm(self, tokens)
 
 
+def find_lm(directory, mode: str) -> Optional[Path]:
+    """The token LM of output mode ``mode`` in ``directory`` (``lm-MODE.arpa.gz`` or ``.arpa``), if any."""
+    for name in (f"lm-{mode}.arpa.gz", f"lm-{mode}.arpa"):
+        if (Path(directory) / name).exists():
+            return Path(directory) / name
+    return None
+
+
 def _prune(probs: Dict[Gram, float], backoffs: Dict[Gram, float], raw: List[Counter], order: int,
            limits: List[int]) -> None:
     """Drop rare n-grams of orders 2.. (in place) and renormalize the backoff weights."""
@@ -274,6 +282,15 @@ class BoundLm:
         self.initial = (-1,) if self.order > 1 else ()
         self._cache: Dict[Tuple[int, ...], np.ndarray] = {}
         self._cache_size = cache_size
+
+    def fusion(self, states: Sequence[Tuple[int, ...]], scale: float, bonus: float,
+               skip: Sequence[int] = ()) -> np.ndarray:
+        """What shallow fusion adds to the token scores of paths in ``states``,
+        (len(states), vocab): ``scale * log P_LM + bonus``, and 0 for the ids in
+        ``skip`` (blank and ``<unk>``, which emit nothing; negative ids ignored)."""
+        out = np.stack([self.scores(s) for s in states]) * scale + bonus
+        out[:, [i for i in skip if i >= 0]] = 0.0
+        return out
 
     def next_state(self, state: Tuple[int, ...], token: int) -> Tuple[int, ...]:
         if self.order == 1:

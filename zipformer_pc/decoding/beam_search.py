@@ -14,7 +14,6 @@ for ``conditioned`` the shared predictor fed with that mode's embedding.
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-import numpy as np
 import torch
 
 
@@ -118,10 +117,7 @@ def modified_beam_search(
             d = torch.stack([dec(k) for k in keys])
             logp = head.logits(enc_proj[t].expand(len(keys), -1), d).log_softmax(dim=-1)
             if fuse:
-                fused = np.stack([lm.scores(lm.state_after(k)) for k in keys]) * lm_scale + lm_token_bonus
-                fused[:, head.blank_id] = 0.0
-                if unk_id >= 0:
-                    fused[:, unk_id] = 0.0
+                fused = lm.fusion([lm.state_after(k) for k in keys], lm_scale, lm_token_bonus, (head.blank_id, unk_id))
                 logp = logp + torch.from_numpy(fused).to(logp)
             scores = logp + torch.tensor([hyps[k] for k in keys], device=logp.device).unsqueeze(1)
             vocab = scores.size(1)

@@ -161,13 +161,13 @@ def beam_opts(args, tokenizer, lm) -> Dict[str, object]:
 
 def load_lms(lm_dir: str, tokenizer, modes: List[str]) -> Dict[str, object]:
     """The token LMs of ``lm_dir`` per mode name, bound to the tokenizer's pieces."""
-    from zipformer_pc.lm import NgramLm
+    from zipformer_pc.lm import NgramLm, find_lm
 
     pieces = [tokenizer.sp.id_to_piece(i) for i in range(tokenizer.vocab_size)]
     lms = {}
     for m in modes:
-        path = Path(lm_dir) / f"lm-{m}.arpa.gz"
-        if path.exists():
+        path = find_lm(lm_dir, m)
+        if path is not None:
             lms[m] = NgramLm.read_arpa(path).bind(pieces)
             logging.info(f"Mode {m}: fusing {path}")
     return lms

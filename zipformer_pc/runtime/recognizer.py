@@ -64,7 +64,7 @@ import kaldi_native_fbank as knf
 import numpy as np
 import onnxruntime as ort
 
-from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS, BoundLm, NgramLm
+from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS, BoundLm, NgramLm, find_lm
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
 from zipformer_pc.runtime.endpoint import EndpointConfig
@@ -94,7 +94,7 @@ def search_kwargs(args, model_dir) -> Dict[str, object]:
     """The :class:`StreamingRecognizer` search arguments of the options of :func:`add_search_options`."""
     scale = args.lm_scale
     if scale is None:
-        has_lm = any(Path(model_dir).glob("lm-*.arpa*"))
+        has_lm = any(find_lm(model_dir, m) for m in RUNTIME_ORDER)
         scale = DEFAULT_LM_SCALE if has_lm and args.decoding_method == "modified_beam_search" else 0.0
     return {"decoding_method": args.decoding_method, "beam": args.beam_size, "lm_scale": scale,
             "lm_token_bonus": args.lm_token_bonus}
@@ -134,10 +134,9 @@ def find_model_files(model_dir: Path, int8: bool = False) -> Dict[str, Path]:
         dec, joi = model_dir / f"decoder-{mode}{suffix}", model_dir / f"joiner-{mode}{suffix}"
         if dec.exists() and joi.exists():
             files[f"decoder-{mode}"], files[f"joiner-{mode}"] = dec, joi
-        for name in (f"lm-{mode}.arpa.gz", f"lm-{mode}.arpa"):
-            if (model_dir / name).exists():
-                files[f"lm-{mode}"] = model_dir / name
-                break
+        lm = find_lm(model_dir, mode)
+        if lm is not None:
+            files[f"lm-{mode}"] = lm
     if not files["tokens"].exists():
         raise FileNotFoundError(f"{files['tokens']} is missing")
     return files
@@ -472,12 +471,8 @@ class StreamingRecognizer:
             peak = logits.max(axis=1, keepdims=True)
             logp = logits - peak - np.log(np.exp(logits - peak).sum(axis=1, keepdims=True))
             if lm:
-                # shallow fusion: every non-blank token also scores lm_scale * log P_LM + the bonus
-                fused = np.stack([lm.scores(h.lm_state) for h in beam]) * self.lm_scale + self.lm_token_bonus
-                fused[:, BLANK_ID] = 0.0
-                if self.unk_id >= 0:
-                    fused[:, self.unk_id] = 0.0
-                logp = logp + fused
+                logp = logp + lm.fusion([h.lm_state for h in beam], self.lm_scale, self.lm_token_bonus,
+                                        (BLANK_ID, self.unk_id))
             scores = (logp + np.array([h.log_prob for h in beam])[:, None]).ravel()
             k = min(self.beam, scores.size)
             top = np.argpartition(-scores, k - 1)[:k]
