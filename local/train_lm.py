@@ -56,7 +56,7 @@ def main(argv=None) -> None:
     from lhotse import load_manifest_lazy
 
     tok = Tokenizer(args.bpe_model)
-    pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+    pieces = tok.pieces
     special = {pieces[tok.blank_id], pieces[tok.unk_id], "<sos/eos>"}
     texts = {m: [] for m in modes}
     seen = set()

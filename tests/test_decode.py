@@ -159,7 +159,7 @@ def test_beam_search_fuses_a_token_lm(trained_tiny_model, tiny_corpus, tmp_path)
     exp_dir, epoch = trained_tiny_model
     model = load_model_for_inference(exp_dir, epoch, 2)
     tok = Tokenizer(str(tiny_corpus / "lang_bpe_120" / "bpe.model"))
-    pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+    pieces = tok.pieces
     torch.manual_seed(0)
     feats, lens = torch.randn(2, 500, 80), torch.tensor([500, 420])
     enc, enc_lens = model.encoder(feats, lens)

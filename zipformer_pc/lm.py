@@ -265,20 +265,18 @@ class BoundLm:
             raise ValueError(f"the LM has pieces the tokenizer lacks (another tokenizer's LM?): {sorted(set(missing))[:5]}")
         self.unigram = np.full(vocab, _NO_PROB * LOG10)
         children: Dict[Tuple[int, ...], Tuple[List[int], List[float]]] = defaultdict(lambda: ([], []))
+        # every piece but </s> has an id now (checked above); </s> is never scored and ends grams only
         for g, p in lm.probs.items():
-            if g[-1] in (EOS, BOS) or g[-1] not in ids:
+            if g[-1] in (EOS, BOS):
                 continue
-            key = tuple(ids[t] for t in g[:-1]) if all(t in ids for t in g[:-1]) else None
-            if key is None:
-                continue
+            key = tuple(ids[t] for t in g[:-1])
             if not key:
                 self.unigram[ids[g[-1]]] = p
             else:
                 children[key][0].append(ids[g[-1]])
                 children[key][1].append(p)
         self.children = {h: (np.array(i, dtype=np.int64), np.array(p)) for h, (i, p) in children.items()}
-        self.backoffs = {tuple(ids[t] for t in h): b for h, b in lm.backoffs.items()
-                         if all(t in ids for t in h)}
+        self.backoffs = {tuple(ids[t] for t in h): b for h, b in lm.backoffs.items() if EOS not in h}
         self.initial = (-1,) if self.order > 1 else ()
         self._cache: Dict[Tuple[int, ...], np.ndarray] = {}
         self._cache_size = cache_size
@@ -299,10 +297,9 @@ class BoundLm:
 
     def state_after(self, tokens: Sequence[int]) -> Tuple[int, ...]:
         """The state after ``<s>`` and ``tokens``."""
-        state = self.initial
-        for t in tokens[-(self.order - 1):] if self.order > 1 else ():
-            state = self.next_state(state, t)
-        return state
+        if self.order == 1:
+            return ()
+        return (self.initial + tuple(tokens[-(self.order - 1):]))[-(self.order - 1):]
 
     def scores(self, state: Tuple[int, ...]) -> np.ndarray:
         """Natural-log probability of every token id after ``state``."""

@@ -19,6 +19,11 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()
 
+    @property
+    def pieces(self) -> List[str]:
+        """Every piece, by id (what ``tokens.txt`` lists)."""
+        return [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+
     def encode(self, text: str) -> List[int]:
         return self.sp.encode(text)
 

@@ -163,7 +163,7 @@ def load_lms(lm_dir: str, tokenizer, modes: List[str]) -> Dict[str, object]:
     """The token LMs of ``lm_dir`` per mode name, bound to the tokenizer's pieces."""
     from zipformer_pc.lm import NgramLm, find_lm
 
-    pieces = [tokenizer.sp.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+    pieces = tokenizer.pieces
     lms = {}
     for m in modes:
         path = find_lm(lm_dir, m)
