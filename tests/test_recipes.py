@@ -389,3 +389,47 @@ def test_whisper_score_has_get_parser():
     ws = load_script("scoring/whisper_score.py")
     args = ws.get_parser().parse_args(["--cuts", "c", "--output-dir", "o"])
     assert args.model == "base" and args.allow_download is False
+
+
+# ------------------------------------------------------------ publish_pretrained: lineage of a model
+
+
+OLD_CARD = """# Pretrained models
+
+Decoded and published by `pretrain.sh` (commit abc1234; the LMs came later).
+
+## Training
+
+* **norm**: 1564 batches, 100 min of training; weights: iter-1564-avg-3.
+  The norm model continued from the previously published `norm.pt` (commit 9dcfef7: 3713 batches).
+* **conditioned**: 4166 batches, 250 min of training; weights: iter-4166-avg-3.
+
+The conditioned model continued from `/x/exp_mix/conditioned/checkpoint-3770.pt` (written by hand).
+"""
+
+
+def test_model_card_names_where_each_model_started(tmp_path):
+    torch = pytest.importorskip("torch")
+    pub = load_script("egs/synth/publish_pretrained.py")
+    assert pub.card_commit(OLD_CARD) == "abc1234" and pub.card_commit("no header") == ""
+    # a run that continued the published norm model: the earlier card describes that model
+    note = pub.start_note("norm", "egs/synth/pretrained/norm.pt", OLD_CARD)
+    assert "previously published norm model" in note and "commit abc1234" in note
+    assert "That model: 1564 batches" in note and "(commit 9dcfef7: 3713 batches)" in note
+    # republishing a later point of the same run keeps the earlier card's note (hand-written details)
+    assert pub.start_note("norm", "egs/synth/pretrained/norm.pt", OLD_CARD, same_run=True) == \
+        "The norm model continued from the previously published `norm.pt` (commit 9dcfef7: 3713 batches)."
+    assert "(written by hand)" in pub.start_note("conditioned", "/x/exp_mix/conditioned/checkpoint-3770.pt",
+                                                 OLD_CARD, same_run=True)
+    assert pub.start_note("conditioned", "/x/exp_mix/conditioned/checkpoint-3770.pt", OLD_CARD).startswith(
+        "The conditioned model continued from `/x/exp_mix/conditioned/checkpoint-3770.pt` (the weights of another")
+    assert "started from the norm model" in pub.start_note("conditioned", "/e/norm/checkpoint-9.pt", "")
+    assert pub.start_note("norm", "", "") == "The norm model was trained from scratch."
+    # whether the shipped weights came from this run: a checkpoint at their batch count
+    out, exp = tmp_path / "out", tmp_path / "exp"
+    out.mkdir(), exp.mkdir()
+    assert not pub.published_from(out, "norm", exp)
+    torch.save({"model": {}, "batch_idx_train": 1564}, out / "norm.pt")
+    assert not pub.published_from(out, "norm", exp)
+    (exp / "checkpoint-1564.pt").write_bytes(b"")
+    assert pub.published_from(out, "norm", exp)

@@ -170,9 +170,8 @@ def kept_card_lines(card: str, name: str) -> KeptModel:
                 kept.metrics = table
             elif not kept.beam_metrics:
                 kept.beam_metrics = table
-    m = re.search(r"\(commit (\w+)\)", card)
-    if m:
-        kept.source = f"commit {m.group(1)}"
+    if card_commit(card):
+        kept.source = f"commit {card_commit(card)}"
     if not kept.training or not kept.metrics:
         raise SystemExit(f"The shipped MODEL_CARD.md has no training bullet or metric table of {name}: "
                          f"publish it with --models including {name}")
@@ -196,6 +195,48 @@ def init_source(exp: Path) -> str:
         if m:
             return m.group(1)
     return ""
+
+
+def card_commit(card: str) -> str:
+    """The commit an earlier MODEL_CARD.md names in its header ("(commit abc1234)" or "(commit abc1234; ..."), or ''."""
+    m = re.search(r"\(commit (\w+)[;)]", card)
+    return m.group(1) if m else ""
+
+
+def published_from(out: Path, name: str, exp: Path) -> bool:
+    """Whether the shipped ``name``.pt came from the run in ``exp`` (a checkpoint at its batch count is there)."""
+    shipped = out / f"{name}.pt"
+    if not shipped.exists():
+        return False
+    b = torch.load(shipped, map_location="cpu", weights_only=False).get("batch_idx_train")
+    return b is not None and (exp / f"checkpoint-{b}.pt").exists()
+
+
+def start_note(name: str, source: str, old_card: str, same_run: bool = False) -> str:
+    """Where model ``name`` started (``source``: its first run's --init-from, or ''), for its training bullet.
+
+    ``same_run``: the earlier card describes an earlier point of this very run, so its note (which may
+    have been written by hand) still holds.  When the run continued the previously published model of its
+    name, the earlier card says what that one was (its run and its own start), so the lineage survives
+    every republication."""
+    prev = old_card.splitlines()
+    prev_start = next((x.strip() for x in prev if x.strip().startswith(f"The {name} model ")), "")
+    if same_run and prev_start:
+        return prev_start
+    if Path(source).name == f"{name}.pt":
+        prev_run = next((x.split(":", 1)[1].strip() for x in prev if x.startswith(f"* **{name}**:")), "")
+        commit = card_commit(old_card)
+        return (f"The {name} model continued from the previously published {name} model (`{source}`"
+                + (f", commit {commit}" if commit else "") + ": its averaged weights, a fresh optimizer and "
+                "schedule); the figures above count this run only."
+                + (f" That model: {prev_run}" if prev_run else "") + (f" {prev_start}" if prev_start else ""))
+    if name == "conditioned" and (Path(source).name == "norm.pt" or Path(source).parent.name == "norm"):
+        return ("The conditioned model started from the norm model (encoder, predictor, joiner); "
+                "the P mode embedding started fresh.")
+    if source:  # another run's checkpoint (pretrain.sh does not do this by itself)
+        return (f"The {name} model continued from `{source}` (the weights of another run, a fresh "
+                "optimizer and schedule); the figures above count this run only.")
+    return f"The {name} model was trained from scratch."
 
 
 def lm_section(exp: Path) -> List[str]:
@@ -304,26 +345,12 @@ def main() -> None:
                      f"2-core CPU (validation excluded), {c['audio_hours']:.1f} h of audio seen; "
                      f"weights: {c['how']} ({c['desc']}).")
         lines += training_story(args.exp_dir / name, c["args"])
-    source = init_source(args.exp_dir / "conditioned")
-    if source.endswith("conditioned.pt"):
-        prev = old_text.splitlines()
-        prev_run = next((x.split(":", 1)[1].strip() for x in prev if x.startswith("* **conditioned**:")), "")
-        prev_start = next((x for x in prev if x.startswith("The conditioned model ")), "")
-        started = (f"The conditioned model continued from the previously published conditioned model (`{source}`: "
-                   "its averaged weights, a fresh optimizer and schedule); the figures above count this run only."
-                   + (f" That model: {prev_run}" if prev_run else "") + (f" {prev_start}" if prev_start else ""))
-    elif Path(source).name == "norm.pt" or Path(source).parent.name == "norm":
-        started = ("The conditioned model started from the norm model (encoder, predictor, joiner); "
-                   "the P mode embedding started fresh.")
-    elif source:  # another run's checkpoint (pretrain.sh does not do this by itself)
-        started = (f"The conditioned model continued from `{source}` (the weights of another run, a fresh "
-                   "optimizer and schedule); the figures above count this run only.")
-    else:
-        started = "The conditioned model was trained from scratch."
-    lines += ["", started, "",
+        lines.append("  " + start_note(name, init_source(args.exp_dir / name), old_text,
+                                       published_from(out, name, args.exp_dir / name)))
+    lines += ["",
               "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", "",
-              f"Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decoding.decode`), on `test` (the "
-              f"training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick).", ""]
+              "Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decoding.decode`), on `test` (the "
+              "training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick).", ""]
     for name in ("norm", "conditioned"):
         lines += (kept[name].metrics if name in kept else metric_table(name, card[name]["metrics"])) + [""]
     beam = {name: kept[name].beam_metrics if name in kept else metric_table(name, card[name]["beam_metrics"])
@@ -354,11 +381,11 @@ def main() -> None:
               "when it is shown for good (mean / p50 / p90; p90 with compute time); marks after their word; "
               "words that grow after being shown, and revisions (greedy search never revises).", "",
               latency.strip(), "", "## Data", "",
-              f"Synthetic speech: Debian TTS voices (espeak-ng, flite, festival) reading Jane Austen, with per-utterance "
-              f"pitch and tempo perturbation (sox); `test_ood` uses other voices reading Moby Dick. "
-              f"`prepare.sh --voice-set wide` reads the training split with ~580 voices (espeak-ng variants in the "
-              f"in-domain accents) and mild random band limits, EQ and reverb; `--voice-set mixed` reads 40% of it "
-              f"so and the rest with the 11 in-domain voices; dev and test keep the 11 in-domain voices.", ""]
+              "Synthetic speech: Debian TTS voices (espeak-ng, flite, festival) reading Jane Austen, with per-utterance "
+              "pitch and tempo perturbation (sox); `test_ood` uses other voices reading Moby Dick. "
+              "`prepare.sh --voice-set wide` reads the training split with ~580 voices (espeak-ng variants in the "
+              "in-domain accents) and mild random band limits, EQ and reverb; `--voice-set mixed` reads 40% of it "
+              "so and the rest with the 11 in-domain voices; dev and test keep the 11 in-domain voices.", ""]
     for part, names in voices.items():
         lines.append(voices_line(part, names))
     for name in kept:
