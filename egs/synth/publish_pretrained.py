@@ -170,8 +170,9 @@ def kept_card_lines(card: str, name: str) -> KeptModel:
                 kept.metrics = table
             elif not kept.beam_metrics:
                 kept.beam_metrics = table
-    if card_commit(card):
-        kept.source = f"commit {card_commit(card)}"
+    commit = card_commit(card)
+    if commit:
+        kept.source = f"commit {commit}"
     if not kept.training or not kept.metrics:
         raise SystemExit(f"The shipped MODEL_CARD.md has no training bullet or metric table of {name}: "
                          f"publish it with --models including {name}")
