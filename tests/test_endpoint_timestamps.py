@@ -3,7 +3,7 @@
 import pytest
 
 from zipformer_pc.runtime.endpoint import EndpointConfig, EndpointRule
-from zipformer_pc.runtime.timestamps import token_times, word_times
+from zipformer_pc.runtime.timestamps import is_mark, token_times, word_times
 
 F = 0.04  # seconds per encoder frame (25 Hz)
 
@@ -57,6 +57,14 @@ def test_a_mark_emitted_as_a_word_of_its_own_joins_the_word_before():
     assert words[0].end == pytest.approx(6 * F)
     # a leading mark has no word before it: it stays a word
     assert [w.word for w in word_times([",", "\u2581so"], [0, 2], F)] == [",", "so"]
+
+
+def test_an_apostrophe_piece_is_part_of_a_word_not_a_mark():
+    # "'tis" spelled as a word-start apostrophe and a continuation: one word, not a mark on "said"
+    words = word_times(["\u2581said", "\u2581'", "tis", "\u2581Mr", "."], [1, 4, 5, 9, 10], F)
+    assert [w.word for w in words] == ["said", "'tis", "Mr."]
+    assert not is_mark("\u2581'") and not is_mark("'")
+    assert is_mark(",") and is_mark("\u2581...") and is_mark("--")
 
 
 def test_timestamps_reject_inconsistent_input():

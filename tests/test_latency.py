@@ -3,12 +3,16 @@
 import numpy as np
 import pytest
 
-from zipformer_pc.runtime.latency import Snapshot, Trace, analyse, strip_marks, summarize, trace
+from zipformer_pc.runtime.latency import Snapshot, Trace, analyse, summarize, trace
+from zipformer_pc.text import strip_marks
 
 
 def test_strip_marks_keeps_inner_and_leading_characters():
-    assert [strip_marks(w) for w in ("Hello,", "Mr.", "don't", "'tis?!", "yes", "...")] == \
-        ["Hello", "Mr", "don't", "'tis", "yes", ""]
+    assert [strip_marks(w) for w in ("Hello,", "Mr.", "don't", "'tis?!", "yes", "...", "so--")] == \
+        ["Hello", "Mr", "don't", "'tis", "yes", "", "so"]
+    # only the project's marks (text.MARKS) are stripped: a plural possessive keeps its apostrophe
+    assert strip_marks("Austens'") == "Austens'"
+    assert strip_marks("Austens',") == "Austens'"
 
 
 def test_delays_and_revisions_of_a_scripted_display():

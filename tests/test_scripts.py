@@ -52,3 +52,18 @@ def test_normalize_text_cli_keeps_ids():
             input="utt-1\tHe said: \u201cDon\u2019t!\u201d Well-known?\n")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "utt-1\the said don't well known\n"
+
+
+def test_setup_env_stops_before_pip_when_the_disk_is_too_full(tmp_path):
+    # a df that reports 1 GB free: the new venv is created, then setup stops with the reason
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "df").write_text("#!/bin/sh\necho 'Filesystem 1024-blocks Used Available Capacity Mounted'\n"
+                             "echo '/dev/x 100000000 98951424 1048576 99% /'\n")
+    (fake / "df").chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "ZPC_VENV": str(tmp_path / "venv"), "PYTHON": sys.executable,
+           "HOME": str(tmp_path)}
+    r = run("bash", "tools/setup_env.sh", "--no-apt", env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 GB free where the venv goes" in r.stderr and "ZPC_VENV" in r.stderr
+    assert "Installing Python packages" not in r.stdout

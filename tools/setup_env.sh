@@ -89,6 +89,15 @@ pip_quiet() {
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ]; then
   log "Environment up to date ($VENV)"
 else
+  # the CUDA build of torch makes the venv ~6 GB: say so before pip fails half-way
+  need_gb=7
+  free_kb=$(df -Pk "$VENV" | awk 'NR == 2 {print $4}')
+  if [ -n "$free_kb" ] && [ "$free_kb" -lt $((need_gb * 1024 * 1024)) ] \
+      && ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+    echo "setup_env.sh: $((free_kb / 1024 / 1024)) GB free where the venv goes ($VENV);" \
+      "its packages need about $need_gb GB (torch alone ~5 GB). Free some space, or set ZPC_VENV to a larger disk." >&2
+    exit 1
+  fi
   log "Installing Python packages into $VENV (first time: a few minutes)"
   # shellcheck disable=SC2086
   pip_quiet install -q $TORCH_SPEC

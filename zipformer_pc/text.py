@@ -55,6 +55,8 @@ DASH = "--"
 # which mark survives when several follow one word.
 MARKS: Tuple[str, ...] = ("?", "!", ".", ELLIPSIS, ";", ":", ",", DASH)
 _PRIORITY: Dict[str, int] = {m: i for i, m in enumerate(MARKS)}
+# The characters the marks are written with: all a word's end may carry.
+MARK_CHARS = frozenset("".join(MARKS))
 
 # Default kept set, as in the LibriSpeech-PC experiments.
 DEFAULT_KEEP: Tuple[str, ...] = (".", ",", "?")
@@ -272,6 +274,15 @@ def separate_marks(text: str, config: PunctConfig = DEFAULT_PUNCT) -> str:
 
 def is_mark(token: str) -> bool:
     return token in _PRIORITY
+
+
+def strip_marks(word: str) -> str:
+    """A written word without the marks attached to its end: ``Hello,`` -> ``Hello``,
+    ``Mr.`` -> ``Mr``; an apostrophe is part of the word (``don't``, ``Austens'``)."""
+    end = len(word)
+    while end > 0 and word[end - 1] in MARK_CHARS:
+        end -= 1
+    return word[:end]
 
 
 def has_upper(word: str) -> bool:

@@ -36,14 +36,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from zipformer_pc.runtime.timestamps import is_mark, word_times
-
-
-def strip_marks(word: str) -> str:
-    """A displayed word without the punctuation attached to its end."""
-    end = len(word)
-    while end > 0 and not word[end - 1].isalnum():
-        end -= 1
-    return word[:end]
+from zipformer_pc.text import strip_marks
 
 
 @dataclass

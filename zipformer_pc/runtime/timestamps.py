@@ -14,13 +14,16 @@ backwards in time.
 from dataclasses import dataclass
 from typing import List, Sequence
 
+from zipformer_pc.text import MARK_CHARS
+
 WORD_START = "\u2581"
 
 
 def is_mark(piece: str) -> bool:
-    """A piece that is punctuation only (after any word-start marker)."""
+    """A piece made of marks only (after any word-start marker): ``,`` ``?`` ``...``;
+    an apostrophe piece belongs to a word."""
     text = piece.lstrip(WORD_START)
-    return bool(text) and not any(ch.isalnum() for ch in text)
+    return bool(text) and all(ch in MARK_CHARS for ch in text)
 
 
 @dataclass(frozen=True)
