@@ -433,3 +433,19 @@ def test_model_card_names_where_each_model_started(tmp_path):
     assert not pub.published_from(out, "norm", exp)
     (exp / "checkpoint-1564.pt").write_bytes(b"")
     assert pub.published_from(out, "norm", exp)
+
+
+def test_model_card_lists_the_schedule_changes_of_the_training_logs(tmp_path):
+    pub = load_script("egs/synth/publish_pretrained.py")
+    (tmp_path / "log").mkdir()
+    # two runs of one model: a resumption with a new --base-lr, then a cut by the plateau rule
+    (tmp_path / "log" / "log-train-a-0").write_text(
+        "2026-11-26 00:00:00,000 INFO [train.py rank 0] Resuming from batch 1814 (epoch 1)\n"
+        "2026-11-26 00:00:00,000 INFO [train.py rank 0] Resuming with a new schedule: --base-lr 0.03 -> 0.012\n")
+    (tmp_path / "log" / "log-train-b-0").write_text(
+        "2026-11-26 01:00:00,000 INFO [train.py rank 0] Plateau at batch 2535: validation loss 65.100, not "
+        "below the best 64.900 by 0.01 in 3 validation(s): learning rate x0.4 (scale 0.4, lr 4.70e-03)\n")
+    story = pub.training_story(tmp_path, {"base_lr": 0.012, "lr_plateau_factor": 0.4, "lr_plateau_patience": 3})
+    assert story == ["  options: `--base-lr 0.012 --lr-plateau-factor 0.4 --lr-plateau-patience 3`",
+                     "  at batch 1814: --base-lr 0.03 -> 0.012",
+                     "  at batch 2535: learning rate x0.4 on a validation plateau (to 4.70e-03)"]

@@ -80,6 +80,32 @@ def test_sortagrad_epoch_resumes_mid_epoch_and_then_shuffles(tiny_corpus, tmp_pa
         assert torch.equal(ref["model"][k], b["model"][k]), k
 
 
+def test_plateau_cuts_the_learning_rate_and_a_resumed_run_keeps_counting(tiny_corpus, tmp_path):
+    # threshold 0.99: no validation after the first counts as an improvement, so with
+    # patience 1 every later validation (batches 4, 6; then 8 after resuming) cuts by half
+    common = ("--num-epochs", "3", "--save-every-n", "2", "--valid-interval", "2", "--warm-step", "0",
+              "--lr-plateau-factor", "0.5", "--lr-plateau-patience", "1", "--lr-plateau-threshold", "0.99")
+    r = run(train_cmd(tiny_corpus, tmp_path, *common, "--max-batches", "6"))
+    assert r.stderr.count("learning rate x0.5") == 2, r.stderr[-3000:]
+    ck = torch.load(tmp_path / "checkpoint-6.pt", weights_only=False)
+    assert ck["scheduler"]["scale"] == 0.25 and ck["plateau_waits"] == 0
+    assert ck["plateau_best"] < float("inf")
+    # resumed: the first cut continues from the checkpoint's scale (an epoch end may validate too)
+    r = run(train_cmd(tiny_corpus, tmp_path, *common, "--start-batch", "6", "--max-batches", "8"))
+    assert "(scale 0.125," in r.stderr, r.stderr[-3000:]
+    ck8 = torch.load(tmp_path / "checkpoint-8.pt", weights_only=False)
+    assert ck8["scheduler"]["scale"] == 0.25 * 0.5 ** r.stderr.count("learning rate x0.5")
+    assert ck8["plateau_best"] == ck["plateau_best"]
+    # the model card's training story reads the cuts from these logs
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_pub", ROOT / "egs/synth/publish_pretrained.py")
+    pub = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pub)
+    cuts = [x for x in pub.training_story(tmp_path, {}) if "validation plateau" in x]
+    assert [c.split(":")[0] for c in cuts][:2] == ["  at batch 4", "  at batch 6"] and len(cuts) >= 3, cuts
+    assert all(": learning rate x0.5 on a validation plateau (to " in c for c in cuts), cuts
+
+
 def test_killed_run_resumes_from_its_last_checkpoint(tiny_corpus, tmp_path):
     cmd = train_cmd(tiny_corpus, tmp_path, "--num-epochs", "3", "--save-every-n", "1")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,5 +1,7 @@
 """train.py option defaults per encoder (fast)."""
 
+import pytest
+
 from zipformer_pc.training.train import TRAINING_DEFAULTS, apply_training_defaults, get_parser
 
 BASE = ["--train-cuts", "t.jsonl.gz", "--valid-cuts", "v.jsonl.gz", "--bpe-model", "b.model", "--exp-dir", "x"]
@@ -96,3 +98,63 @@ def test_a_resumed_run_keeps_its_checkpoints_counters_unless_given():
     args.defaults_filled = filled
     assert keep_checkpoint_counters(args, {"warm_step": 2000, "sortagrad_epochs": 1}) == []
     assert keep_checkpoint_counters(args, {}) == [] and args.sortagrad_epochs == 1
+
+
+def test_the_plateau_rule_cuts_where_the_validation_loss_stalls():
+    from zipformer_pc.training.train import plateau_cut
+
+    c = {"plateau_best": float("inf"), "plateau_waits": 0}
+    # validation L_N of the shipped conditioned model's run at a fixed LR (batches 168..1630):
+    # 46.81 at the 4th validation is the best; three validations then fail to beat it by 1 %
+    losses = [48.94, 49.43, 49.97, 46.81, 48.13, 48.34, 47.20, 47.49, 45.31]
+    cuts = [plateau_cut(c, x, patience=3, threshold=0.01) for x in losses]
+    assert cuts == [False, False, False, False, False, False, True, False, False]
+    assert c["plateau_best"] == 45.31 and c["plateau_waits"] == 0
+    # an improvement under the threshold is no improvement; NaN (nothing validated) is ignored
+    c = {"plateau_best": 100.0, "plateau_waits": 0}
+    assert [plateau_cut(c, x, 2, 0.01) for x in (99.5, float("nan"), 99.4)] == [False, False, True]
+    assert c["plateau_best"] == 100.0
+
+
+def test_a_plateau_cut_survives_resumption_and_composes_with_a_new_base_lr():
+    import torch
+
+    from zipformer_pc.training.optim import Eden, make_optimizer
+    from zipformer_pc.training.train import resume_schedule
+
+    def scheduler_from(args):
+        opt = make_optimizer("scaled_adam", [torch.nn.Parameter(torch.ones(3))], lr=args.base_lr)
+        return Eden(opt, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches)
+
+    first, _ = parse("--encoder", "tiny", "--base-lr", "0.03")
+    s = scheduler_from(first)
+    s.step_batch(1000)
+    before = s.get_last_lr()[0]
+    s.cut(0.4)
+    assert s.get_last_lr()[0] == pytest.approx(0.4 * before)
+    state = s.state_dict()
+    # resumed with the same options: the cut holds
+    r = scheduler_from(first)
+    r.load_state_dict(dict(state))
+    assert resume_schedule(r, first) == [] and r.get_last_lr()[0] == pytest.approx(0.4 * before)
+    # resumed with a lower --base-lr: both apply
+    args, _ = parse("--encoder", "tiny", "--base-lr", "0.015")
+    r = scheduler_from(args)
+    r.load_state_dict(dict(state))
+    resume_schedule(r, args)
+    assert r.get_last_lr()[0] == pytest.approx(0.2 * before)
+    # a checkpoint written before the scale existed resumes unscaled
+    old = {k: v for k, v in state.items() if k != "scale"}
+    r = scheduler_from(first)
+    r.load_state_dict(old)
+    assert r.scale == 1.0 and r.get_last_lr()[0] == pytest.approx(before)
+
+
+def test_plateau_options_are_checked():
+    import subprocess
+    import sys
+
+    for bad in (["--lr-plateau-factor", "0"], ["--lr-plateau-factor", "1.5"], ["--lr-plateau-patience", "0"]):
+        r = subprocess.run([sys.executable, "-m", "zipformer_pc.training.train", *BASE, *bad],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and "--lr-plateau" in r.stderr, (bad, r.stderr[-300:])

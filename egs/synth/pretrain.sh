@@ -25,7 +25,10 @@
 #   --cond-minutes M           training-time budget of the conditioned model [240]
 #   --threads N                torch threads of the training process [2]
 #   --avg A                    checkpoints (every --save-minutes) averaged for decoding/export [3]
-#   --save-minutes M           minutes of training between checkpoints [10]
+#   --save-minutes M           minutes of training between checkpoints (and validations) [10]
+#   --lr-plateau-factor F      multiply the learning rate by F when 3 validations in a row do not
+#                              beat the best validation loss by 1% (train.py --lr-plateau-*; the
+#                              shipped models' runs made such cuts by hand, each paying; 1: off) [0.4]
 #   --publish true|false       stage 5 copies the models into --out-dir [false]
 #   --out-dir DIR              where stage 5 publishes [egs/synth/pretrained]
 #   --seed N                   [42]
@@ -60,6 +63,7 @@ cond_minutes=240
 threads=2
 avg=3
 save_minutes=10
+lr_plateau_factor=0.4
 publish=false
 out_dir=egs/synth/pretrained
 seed=42
@@ -107,7 +111,8 @@ train() {
     --train-cuts "$fbank/synth_cuts_train_p1.jsonl.gz" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
     --bpe-model "$bpe_dir/bpe.model" --num-epochs 1000 --max-minutes "$minutes" \
     --save-every-minutes "$save_minutes" --save-every-n 1000000000 --keep-last-k 12 \
-    --valid-interval 1000000000 --num-threads "$threads" --seed "$seed" "${resume[@]}" "$@" $train_opts
+    --valid-interval 1000000000 --lr-plateau-factor "$lr_plateau_factor" --lr-plateau-patience 3 \
+    --num-threads "$threads" --seed "$seed" "${resume[@]}" "$@" $train_opts
 }
 
 # On a new machine (no checkpoint of our own yet) training continues from the

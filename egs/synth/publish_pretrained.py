@@ -124,12 +124,13 @@ def marks_note(data_dir: Path) -> str:
 
 
 TRAIN_OPTIONS = ("encoder", "max_duration", "base_lr", "lr_batches", "lr_epochs", "warmup_batches", "loss",
-                 "ctc_loss_scale", "warm_step", "spec_augment", "convnext_hidden_ratio", "seed")
+                 "ctc_loss_scale", "warm_step", "spec_augment", "convnext_hidden_ratio", "lr_plateau_factor",
+                 "lr_plateau_patience", "seed")
 
 
 def training_story(exp: Path, args: dict) -> List[str]:
     """The options a model was trained with (its last run's) and the schedule
-    changes its logs record on resumption."""
+    changes its logs record: new options on resumption, cuts on a validation plateau."""
     opts = " ".join(f"--{k.replace('_', '-')} {args[k]}" for k in TRAIN_OPTIONS if args.get(k) is not None)
     out = [f"  options: `{opts}`"] if opts else []
     resumed_at = None
@@ -141,6 +142,10 @@ def training_story(exp: Path, args: dict) -> List[str]:
             m = re.search(r"Resuming with a new schedule: (.*)$", line)
             if m:
                 out.append(f"  at batch {resumed_at}: {m.group(1)}")
+            m = re.search(r"Plateau at batch (\d+): .*: learning rate (x[\d.]+) \(scale [^,]*, lr ([^)]*)\)", line)
+            if m:
+                out.append(f"  at batch {m.group(1)}: learning rate {m.group(2)} on a validation plateau "
+                           f"(to {m.group(3)})")
     return out
 
 

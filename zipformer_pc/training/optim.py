@@ -292,6 +292,10 @@ class Eden(LRScheduler):
       lr_epochs: E, the same in epochs (3.5 for LibriSpeech-scale data).
       warmup_batches: length of the linear warm-up.
       warmup_start: lr factor at batch 0.
+
+    ``scale`` multiplies the schedule on top (1 at the start; training's
+    ``--lr-plateau-factor`` lowers it when the validation loss stalls) and is
+    part of the state, so a resumed run keeps its cuts.
     """
 
     def __init__(
@@ -308,6 +312,7 @@ class Eden(LRScheduler):
         self.lr_epochs = float(lr_epochs)
         self.warmup_batches = float(warmup_batches)
         self.warmup_start = float(warmup_start)
+        self.scale = 1.0
         super().__init__(optimizer)
 
     def lr_factor(self) -> float:
@@ -318,7 +323,12 @@ class Eden(LRScheduler):
         if self.warmup_batches > 0 and self.batch < self.warmup_batches:
             frac = self.batch / self.warmup_batches
             factor *= self.warmup_start + (1.0 - self.warmup_start) * frac
-        return factor
+        return factor * self.scale
+
+    def cut(self, factor: float) -> None:
+        """Multiply the learning rate by ``factor`` from now on."""
+        self.scale *= factor
+        self._set_lrs()
 
     def get_lr(self) -> List[float]:
         factor = self.lr_factor()

@@ -154,6 +154,15 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--lr-batches", type=float, default=None, help="Eden's batch decay constant [per encoder]")
     g.add_argument("--lr-epochs", type=float, default=None, help="Eden's epoch decay constant [per encoder]")
     g.add_argument("--warmup-batches", type=float, default=None, help="Linear LR warm-up [per encoder]")
+    g.add_argument("--lr-plateau-factor", type=float, default=1.0,
+                   help="Multiply the learning rate by this when the validation loss (N + P per utterance) has "
+                        "not improved by --lr-plateau-threshold over its best in --lr-plateau-patience "
+                        "validations in a row (1: off). The cuts survive resumption and compose with a new "
+                        "--base-lr")
+    g.add_argument("--lr-plateau-patience", type=int, default=3,
+                   help="Validations without improvement before a cut")
+    g.add_argument("--lr-plateau-threshold", type=float, default=0.01,
+                   help="Relative improvement of the best validation loss that counts as one")
     g.add_argument("--use-fp16", type=str2bool, default=False, help="Mixed precision (CUDA only)")
 
     g = p.add_argument_group("run")
@@ -215,6 +224,24 @@ def apply_training_defaults(args) -> Dict[str, Any]:
 
 
 SCHEDULE_OPTIONS = ("base_lr", "lr_batches", "lr_epochs")
+
+
+def plateau_cut(counters: Dict[str, Any], loss: float, patience: int, threshold: float) -> bool:
+    """Record a validation loss in ``counters`` (``plateau_best``, ``plateau_waits``);
+    True when it is the ``patience``-th in a row that is not below the best by the
+    relative ``threshold``, i.e. when the learning rate is to be cut (the count
+    restarts then).  A NaN loss (nothing validated) changes nothing."""
+    if math.isnan(loss):
+        return False
+    if loss < counters["plateau_best"] * (1.0 - threshold):
+        counters["plateau_best"] = loss
+        counters["plateau_waits"] = 0
+        return False
+    counters["plateau_waits"] += 1
+    if counters["plateau_waits"] < patience:
+        return False
+    counters["plateau_waits"] = 0
+    return True
 
 
 def resume_schedule(scheduler: Eden, args) -> List[str]:
@@ -449,7 +476,8 @@ class Trainer:
     # checkpoint writing excluded); audio_seconds: audio in the updates made
     counters: Dict[str, Any] = field(default_factory=lambda: {
         "batch_idx_train": 0, "optimizer_steps": 0, "skipped_nonfinite": 0, "skipped_no_reference": 0,
-        "best_valid_loss": float("inf"), "train_seconds": 0.0, "audio_seconds": 0.0})
+        "best_valid_loss": float("inf"), "train_seconds": 0.0, "audio_seconds": 0.0,
+        "plateau_best": float("inf"), "plateau_waits": 0})
     next_save_minute: float = 0.0
 
     def state(self, cur_epoch: int, with_sampler: bool) -> Dict[str, Any]:
@@ -475,7 +503,22 @@ class Trainer:
         return (int(minutes / every) + 1) * every
 
     def validate(self) -> Dict[str, float]:
-        return compute_validation_loss(self.ddp_model, self.valid_dl, self.args, self.loss_cfg, self.device)
+        """The validation loss; with ``--lr-plateau-factor`` below 1, also the plateau rule
+        (every rank sees the same loss, so all cut together)."""
+        v = compute_validation_loss(self.ddp_model, self.valid_dl, self.args, self.loss_cfg, self.device)
+        a = self.args
+        if a.lr_plateau_factor < 1.0:
+            finite = [x for x in (v["valid_loss_n"], v["valid_loss_p"]) if not math.isnan(x)]
+            loss = sum(finite) if finite else math.nan
+            if plateau_cut(self.counters, loss, a.lr_plateau_patience, a.lr_plateau_threshold):
+                self.scheduler.cut(a.lr_plateau_factor)
+                if self.rank == 0:
+                    logging.info(f"Plateau at batch {self.counters['batch_idx_train']}: validation loss "
+                                 f"{loss:.3f}, not below the best {self.counters['plateau_best']:.3f} by "
+                                 f"{a.lr_plateau_threshold:g} in {a.lr_plateau_patience} validation(s): "
+                                 f"learning rate x{a.lr_plateau_factor:g} (scale {self.scheduler.scale:.4g}, "
+                                 f"lr {self.scheduler.get_last_lr()[0]:.2e})")
+        return v
 
 
 def train_one_epoch(tr: Trainer, epoch: int) -> bool:
@@ -751,6 +794,11 @@ def main() -> None:
         raise SystemExit(f"--sortagrad-epochs must be >= 0, got {args.sortagrad_epochs}")
     if args.num_buckets < 1:
         raise SystemExit(f"--num-buckets must be >= 1, got {args.num_buckets}")
+    if not 0.0 < args.lr_plateau_factor <= 1.0:
+        raise SystemExit(f"--lr-plateau-factor must be in (0, 1] (1: off), got {args.lr_plateau_factor}")
+    if args.lr_plateau_patience < 1 or not 0.0 <= args.lr_plateau_threshold < 1.0:
+        raise SystemExit("--lr-plateau-patience must be >= 1 and --lr-plateau-threshold in [0, 1), got "
+                         f"{args.lr_plateau_patience} and {args.lr_plateau_threshold}")
     if args.world_size > 1:
         mp.spawn(run, args=(args.world_size, args), nprocs=args.world_size, join=True)
     else:
