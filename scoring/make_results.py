@@ -234,16 +234,29 @@ def parameter_count(exp_dir: Path, name: str) -> Optional[int]:
     return None
 
 
-def read_timing(exp_dir: Path) -> List[Tuple[str, int, str]]:
+def read_timing(exp_dir: Path) -> Tuple[List[Tuple[str, int, str]], int]:
+    """Per stage (in order): its seconds summed over every call of the recipe
+    that ran it, and its description; and the number of calls.  A row is
+    ``stage<TAB>seconds<TAB>description`` for a finished stage, with a 4th field
+    ``interrupted`` for a call that died in it (booked by the next call), or
+    ``running`` for a stage still in progress (this call's: not counted)."""
     path = exp_dir / "timing.tsv"
     if not path.is_file():
-        return []
-    rows = []
+        return [], 0
+    seconds: Dict[str, int] = {}
+    desc: Dict[str, str] = {}
+    calls: Dict[str, int] = {}
     for line in path.read_text().splitlines():
         parts = line.split("\t")
-        if len(parts) == 3 and parts[1].isdigit():
-            rows.append((parts[0], int(parts[1]), parts[2]))
-    return rows
+        if len(parts) < 3 or not parts[1].isdigit() or (len(parts) > 3 and parts[3] == "running"):
+            continue
+        st = parts[0]
+        seconds[st] = seconds.get(st, 0) + int(parts[1])
+        if len(parts) == 3 or st not in desc:  # a finished row's description wins
+            desc[st] = parts[2]
+        calls[st] = calls.get(st, 0) + 1
+    order = sorted(seconds, key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0, k))
+    return [(st, seconds[st], desc[st]) for st in order], max(calls.values(), default=0)
 
 
 def measurement(exp_dir: Path, stem: str) -> Tuple[Optional[str], Dict[str, Any]]:
@@ -406,14 +419,16 @@ def main() -> None:
 
     lines: List[str] = []
     w = lines.append
-    timing = read_timing(args.exp_dir)
+    timing, calls = read_timing(args.exp_dir)
     total = sum(t for _, t, _ in timing)
     w(f"# Results: {args.corpus}" if args.size != "tiny" else "# Results: quick run (tiny corpus)")
     w("")
     w(f"Produced by `{args.command}` on {datetime.date.today().isoformat()} ({code_version()}), "
       f"on {describe_machine()}.")
     if timing:  # EXP_DIR/timing.tsv (a recipe that records no stage times gets no wall-time line)
-        w(f"Wall time of the run: {total / 60:.1f} min ("
+        w(f"Wall time of the run: {total / 60:.1f} min"
+          + (f", summed over {calls} calls of the recipe on this experiment directory (a resumed run, "
+             "or stages run again)" if calls > 1 else "") + " ("
           + ", ".join(f"stage {s} {desc}: {t / 60:.1f} min" for s, t, desc in timing) + ").")
     w("")
     training = args.training or (f"trained from scratch for {args.num_epochs} epoch(s) of at most "

@@ -170,3 +170,35 @@ def test_interrupted_training_resumes_from_its_newest_checkpoint(tiny_corpus, tm
     assert "training of norm (4..8 batches)" in r.stdout
     assert "--start-batch 4" in (exp / "norm" / "train_cmd.txt").read_text()
     assert (exp / "norm" / "checkpoint-8.pt").is_file()
+
+
+@pytest.mark.slow
+def test_a_call_killed_in_a_stage_is_booked_by_the_next(tiny_corpus, tmp_path):
+    """A session's end kills the recipe in stage 1: the next call books the dead call's time
+    (up to its last write) and the wall time sums both calls."""
+    import os
+    import signal
+    import time
+
+    exp = tmp_path / "exp"
+    args = ["--quick", "true", "--data-dir", str(own_corpus(tiny_corpus, tmp_path)), "--exp-dir", str(exp),
+            "--systems", "norm", "--stage", "0", "--stop-stage", "1", "--num-batches", "40"]
+    p = subprocess.Popen(RECIPE + args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    log = exp / "norm" / "train.log"
+    deadline = time.time() + 600
+    while time.time() < deadline and not (log.is_file() and "batch 20:" in log.read_text()):
+        time.sleep(0.5)
+    time.sleep(2)
+    os.killpg(p.pid, signal.SIGKILL)  # the whole process group, as a session's end does
+    p.wait()
+    rows = [line.split("\t") for line in (exp / "timing.tsv").read_text().splitlines()]
+    assert rows[-1][:4] == ["1", "0", "training: Table I systems", "running"], rows
+    r = run(args, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Stage 1 of an earlier call was interrupted" in r.stdout + r.stderr
+    rows = [line.split("\t") for line in (exp / "timing.tsv").read_text().splitlines()]
+    dead = [x for x in rows if x[0] == "1" and x[3:] == ["interrupted"]]
+    assert len(dead) == 1 and int(dead[0][1]) >= 2, rows
+    assert [x[0] for x in rows if len(x) == 3] == ["0", "0", "1"]  # the finished stages of both calls
+    assert (exp / "norm" / "checkpoint-40.pt").is_file()

@@ -67,3 +67,43 @@ def test_setup_env_stops_before_pip_when_the_disk_is_too_full(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "1 GB free where the venv goes" in r.stderr and "ZPC_VENV" in r.stderr
     assert "Installing Python packages" not in r.stdout
+
+
+def test_stage_times_book_a_call_that_died_and_sum_over_calls(tmp_path):
+    # a call died in stage 1 (started 1000 s ago, last wrote 400 s ago); the next call books
+    # those 600 s, then runs stage 1 itself; make_results sums the two calls
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    script = f"""
+set -euo pipefail
+stage=0; stop_stage=9
+. tools/recipe.sh
+exp_dir={exp}
+now=$(date +%s)
+printf '0\\t40\\tdata preparation\\n1\\t0\\ttraining: Table I\\trunning\\t%s\\n' $((now - 1000)) > $exp_dir/timing.tsv
+touch -d @$((now - 2000)) $exp_dir/before_the_call
+touch -d @$((now - 900)) $exp_dir/a
+touch -d @$((now - 400)) $exp_dir/b
+call_start=$now
+touch -d @$((now + 5)) $exp_dir/written_by_this_call
+book_dead_calls
+begin_stage 1 "training" "training: Table I"
+end_stage 1
+"""
+    r = run("bash", "-c", script)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("\t") for line in (exp / "timing.tsv").read_text().splitlines()]
+    assert rows[0] == ["0", "40", "data preparation"]
+    assert rows[1] == ["1", "600", "training: Table I", "interrupted"]
+    assert rows[2][0] == "1" and rows[2][2] == "training: Table I" and len(rows[2]) == 3
+    assert "interrupted: 600 s booked" in r.stdout + r.stderr
+
+    sys.path.insert(0, str(ROOT / "scoring"))
+    try:
+        import make_results
+    finally:
+        sys.path.pop(0)
+    (exp / "timing.tsv").write_text((exp / "timing.tsv").read_text() + "6\t0\tresults\trunning\t1\n")
+    timing, calls = make_results.read_timing(exp)
+    assert timing == [("0", 40, "data preparation"), ("1", 600 + int(rows[2][1]), "training: Table I")]
+    assert calls == 2

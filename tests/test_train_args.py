@@ -32,15 +32,18 @@ def test_each_encoder_gets_its_own_defaults_and_the_command_line_wins():
     assert set(TRAINING_DEFAULTS["tiny"]) == set(TRAINING_DEFAULTS["paper"])
 
 
-def test_a_resumed_run_takes_the_schedule_given_on_its_command_line_only():
+def scheduler_from(args):
+    """The optimizer and Eden schedule train.py builds from ``args``, on one parameter."""
     import torch
 
     from zipformer_pc.training.optim import Eden, make_optimizer
-    from zipformer_pc.training.train import resume_schedule
 
-    def scheduler_from(args):
-        opt = make_optimizer("scaled_adam", [torch.nn.Parameter(torch.ones(3))], lr=args.base_lr)
-        return Eden(opt, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches)
+    opt = make_optimizer("scaled_adam", [torch.nn.Parameter(torch.ones(3))], lr=args.base_lr)
+    return Eden(opt, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches)
+
+
+def test_a_resumed_run_takes_the_schedule_given_on_its_command_line_only():
+    from zipformer_pc.training.train import resume_schedule
 
     first, _ = parse("--encoder", "tiny", "--lr-batches", "7500")
     saved = scheduler_from(first)
@@ -117,14 +120,7 @@ def test_the_plateau_rule_cuts_where_the_validation_loss_stalls():
 
 
 def test_a_plateau_cut_survives_resumption_and_composes_with_a_new_base_lr():
-    import torch
-
-    from zipformer_pc.training.optim import Eden, make_optimizer
     from zipformer_pc.training.train import resume_schedule
-
-    def scheduler_from(args):
-        opt = make_optimizer("scaled_adam", [torch.nn.Parameter(torch.ones(3))], lr=args.base_lr)
-        return Eden(opt, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches)
 
     first, _ = parse("--encoder", "tiny", "--base-lr", "0.03")
     s = scheduler_from(first)

@@ -125,3 +125,45 @@ wait_jobs() {
   job_names=()
   [ "$failed" -eq 0 ] || exit 1
 }
+
+# ------------------------------------------------------------- stage times
+# EXP_DIR/timing.tsv gets a row per stage and call of the recipe
+# (stage, seconds, description), summed by make_results.py into the wall time
+# of the run.  A stage in progress is a "running" row with its start time: when
+# a call dies in it (a session's end), the next call books that stage's time up
+# to the last file the dead call wrote under EXP_DIR, so a run resumed across
+# sessions reports all its time.
+# The recipe sets exp_dir, and call_start=$(date +%s) before it writes anything.
+stage_start=0
+stage_desc=""
+book_dead_calls() {
+  local f=$exp_dir/timing.tsv st secs desc state start last
+  [ -f "$f" ] && grep -q "$(printf '\trunning\t')" "$f" || return 0
+  while IFS=$'\t' read -r st secs desc state start; do
+    if [ "$state" = running ]; then
+      last=$(find "$exp_dir" -type f -newermt "@$start" ! -newermt "@$call_start" -printf '%T@\n' 2>/dev/null \
+             | sort -n | tail -n 1)
+      last=${last%.*}
+      secs=$(( ${last:-$start} - start ))
+      state=interrupted
+      log "Stage $st of an earlier call was interrupted: $secs s booked (up to its last write under $exp_dir)" >&2
+    fi
+    printf '%s\t%s\t%s%s\n' "$st" "$secs" "$desc" "${state:+$(printf '\t%s' "$state")}"
+  done < "$f" > "$f.tmp"
+  mv "$f.tmp" "$f"
+}
+# begin_stage N LOG_TEXT DESCRIPTION ... end_stage N
+begin_stage() {
+  stage_start=$(date +%s)
+  stage_desc=$3
+  log "Stage $1: $2"
+  printf '%s\t0\t%s\trunning\t%s\n' "$1" "$stage_desc" "$stage_start" >> "$exp_dir/timing.tsv"
+}
+end_stage() {
+  local t=$(( $(date +%s) - stage_start ))
+  awk -F'\t' -v OFS='\t' -v st="$1" -v start="$stage_start" -v t="$t" \
+    '$1 == st && $4 == "running" && $5 == start { print $1, t, $3; next } { print }' \
+    "$exp_dir/timing.tsv" > "$exp_dir/timing.tsv.tmp"
+  mv "$exp_dir/timing.tsv.tmp" "$exp_dir/timing.tsv"
+  log "Stage $1 took $t s"
+}

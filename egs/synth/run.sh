@@ -107,6 +107,7 @@ declare load_streams  # no value: unset means the size preset, an empty value me
 seed=42
 
 cmdline="bash egs/synth/run.sh $*"
+call_start=$(date +%s)  # before this call writes anything (book_dead_calls below)
 . tools/parse_options.sh
 . tools/recipe.sh
 
@@ -162,26 +163,18 @@ plan_load egs/systems.tsv
 plan_select "$systems"
 cp egs/systems.tsv "$exp_dir/systems.tsv"  # the plan this run followed
 
-# time_stage N: record the stage's wall time in EXP_DIR/timing.tsv
-stage_start=0
-begin_stage() { stage_start=$(date +%s); log "Stage $1: $2"; }
-end_stage() {
-  local t=$(( $(date +%s) - stage_start ))
-  { grep -v "^$1	" "$exp_dir/timing.tsv" 2>/dev/null || true; printf '%s\t%s\t%s\n' "$1" "$t" "$2"; } \
-    | sort -n > "$exp_dir/timing.tsv.tmp"
-  mv "$exp_dir/timing.tsv.tmp" "$exp_dir/timing.tsv"
-  log "Stage $1 took $t s"
-}
+# stage times in EXP_DIR/timing.tsv (tools/recipe.sh), with those of calls that died
+book_dead_calls
 
 if run_this 0; then
-  begin_stage 0 "data preparation (size $size)"
+  begin_stage 0 "data preparation (size $size)" "data preparation"
   prep_opts=()
   [ -n "$train_hours" ] && prep_opts+=(--train-hours "$train_hours")
   [ -n "$test_utts" ] && prep_opts+=(--test-utts "$test_utts")
   # fine-tuning keeps the shipped models' token ids: their tokenizer, not a new one
   [ "$from_scratch" = true ] || prep_opts+=(--bpe-model "$init_dir/bpe.model")
   ./prepare.sh --dataset synth --size "$size" --data-dir "$data_dir" --nj "$nj" --seed "$seed" "${prep_opts[@]}"
-  end_stage 0 "data preparation"
+  end_stage 0
 fi
 
 bpe_dir=""
@@ -240,7 +233,9 @@ train_system() {
 
 # encoder_cache INIT: the cache of the frozen encoder of $init_dir/INIT
 encoder_cache() { echo "$exp_dir/encoder_cache-${1%.pt}.pt"; }
-if [ "$from_scratch" = false ] && [ "$freeze_encoder" = true ] && { run_this 1 || run_this 2 || run_this 3; }; then
+# make_encoder_caches: run by the first training stage of the call (its time counts there)
+make_encoder_caches() {
+  [ "$from_scratch" = false ] && [ "$freeze_encoder" = true ] || return 0
   for s in "${SYSTEMS[@]}"; do
     system_fields "$s"
     is_selected "$name" && [ "$init" != - ] || continue
@@ -253,19 +248,22 @@ if [ "$from_scratch" = false ] && [ "$freeze_encoder" = true ] && { run_this 1 |
       --left-context-frames $left --num-threads $((nj * threads_per_job)) --force true
     echo "$want" > "$cache.ok"
   done
-fi
+}
 
+caches_made=false
 for st in 1 2 3; do
   run_this $st || continue
   case $st in 1) what="Table I systems" ;; 2) what="Table III systems (punctuated proportion)" ;; 3) what="alpha sweep" ;; esac
-  begin_stage $st "training the $what: $num_batches batches of $max_duration s each, $protocol, $nj jobs"
+  begin_stage $st "training the $what: $num_batches batches of $max_duration s each, $protocol, $nj jobs" \
+    "training: $what"
+  if [ "$caches_made" = false ]; then make_encoder_caches; caches_made=true; fi
   for s in "${SYSTEMS[@]}"; do
     system_fields "$s"
     [ "$sys_stage" = "$st" ] && is_selected "$name" || continue
     for sd in $(seeds_of); do train_system "$sd"; done
   done
   wait_jobs
-  end_stage $st "training: $what"
+  end_stage $st
 done
 
 # ----------------------------------------------------------------- decoding
@@ -274,7 +272,7 @@ restore_onnx=$dir/restore/p1/restore.onnx
 weights=(--iter "$num_batches" --avg "$avg")
 checkpoint=iter-$num_batches-avg-$avg
 if run_this 4; then
-  begin_stage 4 "decoding (greedy search, simulated streaming: chunk $chunk, left context $left)"
+  begin_stage 4 "decoding (greedy search, simulated streaming: chunk $chunk, left context $left)" "decoding"
   for s in "${SYSTEMS[@]}"; do
     system_fields "$s"
     is_selected "$name" || continue
@@ -299,13 +297,14 @@ if run_this 4; then
     done
   done
   wait_jobs
-  end_stage 4 "decoding"
+  end_stage 4
 fi
 
 # ------------------------------------------------------- ONNX export and RTF
 suffix=$checkpoint-chunk-$chunk-left-$left
 if run_this 5; then
-  begin_stage 5 "ONNX export (chunk $chunk, left context $left, fp32 + int8), streaming RTF, latency and load"
+  begin_stage 5 "ONNX export (chunk $chunk, left context $left, fp32 + int8), streaming RTF, latency and load" \
+    "ONNX export, streaming RTF, latency and load"
   rtf_systems=()
   for s in "${SYSTEMS[@]}"; do
     system_fields "$s"
@@ -371,19 +370,19 @@ if run_this 5; then
       || { tail -n 20 "$exp_dir/load.log" >&2; die "server load benchmark failed (see $exp_dir/load.log)"; }
     cat "$exp_dir/load.md"
   fi
-  end_stage 5 "ONNX export, streaming RTF, latency and load"
+  end_stage 5
 fi
 
 # ------------------------------------------------------------------ results
 if run_this 6; then
-  begin_stage 6 "results tables and plots"
+  begin_stage 6 "results tables and plots" "results"
   mkdir -p "$results_dir"
   python3 scoring/make_results.py --plan egs/systems.tsv --exp-dir "$exp_dir" --data-dir "$dir" \
     --results-dir "$results_dir" --test-set "test=in-domain: Jane Austen text, training voices" \
     --test-set "test_ood=out-of-domain: Moby Dick text, held-out voices" --checkpoint "$checkpoint" \
     --training "$protocol, $num_batches batches of at most $max_duration s of audio (peak learning rate $base_lr)" \
     --encoder "$encoder" --num-seeds "$num_seeds" --command "$cmdline" --size "$size" --seed "$seed"
-  end_stage 6 "results"
+  end_stage 6
   cat "$results_dir/RESULTS.md" | sed -n '/^## Table I/,/^## Table II/p' | head -n -1
 fi
 
