@@ -135,7 +135,6 @@ wait_jobs() {
 # sessions reports all its time.
 # The recipe sets exp_dir, and call_start=$(date +%s) before it writes anything.
 stage_start=0
-stage_desc=""
 book_dead_calls() {
   local f=$exp_dir/timing.tsv st secs desc state start last
   [ -f "$f" ] && grep -q "$(printf '\trunning\t')" "$f" || return 0
@@ -155,9 +154,8 @@ book_dead_calls() {
 # begin_stage N LOG_TEXT DESCRIPTION ... end_stage N
 begin_stage() {
   stage_start=$(date +%s)
-  stage_desc=$3
   log "Stage $1: $2"
-  printf '%s\t0\t%s\trunning\t%s\n' "$1" "$stage_desc" "$stage_start" >> "$exp_dir/timing.tsv"
+  printf '%s\t0\t%s\trunning\t%s\n' "$1" "$3" "$stage_start" >> "$exp_dir/timing.tsv"
 }
 end_stage() {
   local t=$(( $(date +%s) - stage_start ))
