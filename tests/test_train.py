@@ -90,11 +90,19 @@ def test_plateau_cuts_the_learning_rate_and_a_resumed_run_keeps_counting(tiny_co
     ck = torch.load(tmp_path / "checkpoint-6.pt", weights_only=False)
     assert ck["scheduler"]["scale"] == 0.25 and ck["plateau_waits"] == 0
     assert ck["plateau_best"] < float("inf")
-    # resumed: the first cut continues from the checkpoint's scale (an epoch end may validate too)
-    r = run(train_cmd(tiny_corpus, tmp_path, *common, "--start-batch", "6", "--max-batches", "8"))
+    # resumed: the first cut continues from the checkpoint's scale (an epoch end may validate too);
+    # this call also cools the learning rate down over its last 2 batches: batch 8 updates at half of it
+    r = run(train_cmd(tiny_corpus, tmp_path, *common, "--start-batch", "6", "--max-batches", "8",
+                      "--lr-cooldown-batches", "2"))
     assert "(scale 0.125," in r.stderr, r.stderr[-3000:]
+    assert "cool-down: linear towards 0 over batches 7..8" in r.stderr, r.stderr[-3000:]
     ck8 = torch.load(tmp_path / "checkpoint-8.pt", weights_only=False)
     assert ck8["scheduler"]["scale"] == 0.25 * 0.5 ** r.stderr.count("learning rate x0.5")
+    from zipformer_pc.training.optim import Eden, make_optimizer
+    plain = Eden(make_optimizer("scaled_adam", [torch.nn.Parameter(torch.ones(1))]))
+    plain.load_state_dict(dict(ck8["scheduler"]))
+    plain.set_cooldown(0, 0)
+    assert ck8["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.5 * plain.get_last_lr()[0])
     assert ck8["plateau_best"] == ck["plateau_best"]
     # the model card's training story reads the cuts from these logs
     import importlib.util
@@ -125,7 +133,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tiny_corpus, tmp_path):
 
 
 def test_two_process_gloo_ddp(tiny_corpus, tmp_path):
-    r = run(train_cmd(tiny_corpus, tmp_path, "--world-size", "2", "--master-port", "29517",
+    run(train_cmd(tiny_corpus, tmp_path, "--world-size", "2", "--master-port", "29517",
                       "--num-epochs", "1", "--max-batches", "2", "--save-every-n", "2"), timeout=900)
     logs = sorted((tmp_path / "log").glob("log-train-*"))
     assert {p.name[-1] for p in logs} == {"0", "1"}, "each rank writes its log"
@@ -215,7 +223,7 @@ def test_short_epochs_average_exactly_the_per_batch_weights(tiny_corpus, tmp_pat
     cmd = train_cmd(tiny_corpus, tmp_path, "--model-type", "conditioned", "--num-epochs", "3",
                     "--save-every-n", "1", "--keep-last-k", "0", "--average-period", "200",
                     "--warmup-batches", "2")
-    r = run(cmd, timeout=900)
+    run(cmd, timeout=900)
     per_batch = {int(p.stem.split("-")[1]): load_checkpoint(p)["model"] for p in batch_checkpoints(tmp_path)}
     ends = [load_checkpoint(tmp_path / f"epoch-{e}.pt")["batch_idx_train"] for e in (1, 2, 3)]
     assert ends[2] < 200 and sorted(per_batch) == list(range(1, ends[2] + 1)), (ends, sorted(per_batch))

@@ -154,3 +154,37 @@ def test_plateau_options_are_checked():
         r = subprocess.run([sys.executable, "-m", "zipformer_pc.training.train", *BASE, *bad],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode != 0 and "--lr-plateau" in r.stderr, (bad, r.stderr[-300:])
+
+
+def test_the_cooldown_ends_a_run_of_known_length_at_a_learning_rate_near_zero():
+    args, _ = parse("--encoder", "tiny", "--max-batches", "400", "--lr-cooldown-batches", "100")
+    s = scheduler_from(args)
+    eden = scheduler_from(args)  # the same schedule without the cool-down
+    s.set_cooldown(args.lr_cooldown_batches, args.max_batches + 1)  # as train.py calls it
+    lrs, refs = {}, {}
+    for b in range(1, 401):
+        s.step_batch(b)
+        eden.step_batch(b)
+        lrs[b], refs[b] = s.get_last_lr()[0], eden.get_last_lr()[0]
+    assert all(lrs[b] == refs[b] for b in range(1, 302))
+    ratios = [lrs[b] / refs[b] for b in range(301, 401)]
+    assert ratios[-1] == pytest.approx(1 / 100) and ratios[50] == pytest.approx(50 / 100)
+    assert all(x > y for x, y in zip(ratios[1:], ratios[2:])), "a linear fall, batch by batch"
+    # it is not carried over by a checkpoint: each call sets its own (or none)
+    r = scheduler_from(args)
+    r.load_state_dict(dict(s.state_dict()))
+    r.set_cooldown(0, 0)
+    assert r.get_last_lr()[0] == pytest.approx(refs[400])
+    with pytest.raises(ValueError):
+        r.set_cooldown(10, 5)
+
+
+def test_cooldown_needs_max_batches():
+    import subprocess
+    import sys
+
+    for bad in (["--lr-cooldown-batches", "100"], ["--lr-cooldown-batches", "100", "--max-batches", "50"],
+                ["--lr-cooldown-batches", "-1"]):
+        r = subprocess.run([sys.executable, "-m", "zipformer_pc.training.train", *BASE, *bad],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and "--lr-cooldown-batches" in r.stderr, (bad, r.stderr[-300:])

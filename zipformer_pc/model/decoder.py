@@ -19,8 +19,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from zipformer_pc.modes import MODE_N, MODE_P  # noqa: F401  (the mode ids' old home: re-exported)
-
 
 class Decoder(nn.Module):
     """Stateless predictor.

@@ -296,6 +296,11 @@ class Eden(LRScheduler):
     ``scale`` multiplies the schedule on top (1 at the start; training's
     ``--lr-plateau-factor`` lowers it when the validation loss stalls) and is
     part of the state, so a resumed run keeps its cuts.
+
+    :meth:`set_cooldown` ends a run of known length: from batch ``end -
+    batches`` the factor falls linearly to 0 at batch ``end`` (training's
+    ``--lr-cooldown-batches`` with ``--max-batches``).  It is set by each call,
+    not restored from a checkpoint.
     """
 
     def __init__(
@@ -313,6 +318,7 @@ class Eden(LRScheduler):
         self.warmup_batches = float(warmup_batches)
         self.warmup_start = float(warmup_start)
         self.scale = 1.0
+        self.cooldown: Optional[Tuple[float, float]] = None  # (first batch, last batch)
         super().__init__(optimizer)
 
     def lr_factor(self) -> float:
@@ -323,7 +329,18 @@ class Eden(LRScheduler):
         if self.warmup_batches > 0 and self.batch < self.warmup_batches:
             frac = self.batch / self.warmup_batches
             factor *= self.warmup_start + (1.0 - self.warmup_start) * frac
+        if self.cooldown is not None and self.batch > self.cooldown[0]:
+            start, end = self.cooldown
+            factor *= max(0.0, (end - self.batch) / (end - start))
         return factor * self.scale
+
+    def set_cooldown(self, batches: float, end: float) -> None:
+        """Fall linearly to 0 over the ``batches`` batches before batch ``end``
+        (``batches`` 0: no cool-down)."""
+        if batches < 0 or (batches > 0 and end < batches):
+            raise ValueError(f"a cool-down of {batches} batches cannot end at batch {end}")
+        self.cooldown = (float(end - batches), float(end)) if batches > 0 else None
+        self._set_lrs()
 
     def cut(self, factor: float) -> None:
         """Multiply the learning rate by ``factor`` from now on."""

@@ -163,6 +163,9 @@ def get_parser() -> argparse.ArgumentParser:
                    help="Validations without improvement before a cut")
     g.add_argument("--lr-plateau-threshold", type=float, default=0.01,
                    help="Relative improvement of the best validation loss that counts as one")
+    g.add_argument("--lr-cooldown-batches", type=int, default=0,
+                   help="End a run of --max-batches batches with a linear fall of the learning rate to 0 over "
+                        "its last N batches (0: off); applies to this call, not kept in the checkpoint")
     g.add_argument("--use-fp16", type=str2bool, default=False, help="Mixed precision (CUDA only)")
 
     g = p.add_argument_group("run")
@@ -691,6 +694,11 @@ def run(rank: int, world_size: int, args) -> None:
             logging.info(f"Resuming with a new schedule: {change}")
         if ckpt.get("grad_scaler"):
             scaler.load_state_dict(ckpt["grad_scaler"])
+    # batch b (counted from 1) updates with the factor at b: the last of --max-batches gets 1/C of it
+    scheduler.set_cooldown(args.lr_cooldown_batches, args.max_batches + 1)
+    if args.lr_cooldown_batches and rank == 0:
+        logging.info(f"Learning-rate cool-down: linear towards 0 over batches "
+                     f"{args.max_batches - args.lr_cooldown_batches + 1}..{args.max_batches}")
 
     from lhotse import load_manifest_lazy
 
@@ -799,6 +807,10 @@ def main() -> None:
     if args.lr_plateau_patience < 1 or not 0.0 <= args.lr_plateau_threshold < 1.0:
         raise SystemExit("--lr-plateau-patience must be >= 1 and --lr-plateau-threshold in [0, 1), got "
                          f"{args.lr_plateau_patience} and {args.lr_plateau_threshold}")
+    if args.lr_cooldown_batches < 0 or (args.lr_cooldown_batches and not args.max_batches) \
+            or args.lr_cooldown_batches > args.max_batches:
+        raise SystemExit("--lr-cooldown-batches needs --max-batches (the batch where the learning rate reaches 0) "
+                         f"at least as large, got {args.lr_cooldown_batches} and {args.max_batches}")
     if args.world_size > 1:
         mp.spawn(run, args=(args.world_size, args), nprocs=args.world_size, join=True)
     else:
