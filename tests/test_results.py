@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from zipformer_pc.metrics import score_corpus
 from zipformer_pc.text import normalized
 
