@@ -3,6 +3,7 @@ the id-based scores beam search fuses, and local/train_lm.py."""
 
 import gzip
 import math
+import time
 
 import pytest
 
@@ -72,6 +73,11 @@ def test_arpa_round_trip_and_bad_files(tmp_path):
     with gzip.open(tmp_path / "lm.arpa.gz", "rt") as f:
         head = f.read(200)
     assert head.lstrip().startswith("\\data\\") and "ngram 3=" in head
+    # the same LM written again (a second later) gives the same bytes: no time stamp in the gzip header
+    first = (tmp_path / "lm.arpa.gz").read_bytes()
+    time.sleep(1.1)
+    lm.write_arpa(tmp_path / "lm.arpa.gz")
+    assert (tmp_path / "lm.arpa.gz").read_bytes() == first
     text = (tmp_path / "lm.arpa").read_text()
     (tmp_path / "short.arpa").write_text(text.replace("ngram 1=", "ngram 1=1", 1))
     with pytest.raises(ValueError, match="declares"):

@@ -809,8 +809,9 @@ def main() -> None:
                          f"{args.lr_plateau_patience} and {args.lr_plateau_threshold}")
     if args.lr_cooldown_batches < 0 or (args.lr_cooldown_batches and not args.max_batches) \
             or args.lr_cooldown_batches > args.max_batches:
-        raise SystemExit("--lr-cooldown-batches needs --max-batches (the batch where the learning rate reaches 0) "
-                         f"at least as large, got {args.lr_cooldown_batches} and {args.max_batches}")
+        raise SystemExit("--lr-cooldown-batches C needs --max-batches N with N >= C > 0 (the last C batches of the "
+                         f"run train at a rate falling linearly towards 0), got C={args.lr_cooldown_batches} "
+                         f"and N={args.max_batches}")
     if args.world_size > 1:
         mp.spawn(run, args=(args.world_size, args), nprocs=args.world_size, join=True)
     else:
