@@ -19,8 +19,6 @@ checkpoint.
 """
 
 import argparse
-import gzip
-import io
 import json
 import logging
 import os
@@ -29,6 +27,7 @@ from pathlib import Path
 from typing import List
 
 from zipformer_pc.data.references import AUTO_PUNCT_KEY, P_KEY, get_n
+from zipformer_pc.files import text_writer
 from zipformer_pc.restoration.model import load_restorer
 
 
@@ -60,8 +59,7 @@ def main() -> None:
     tmp = out.with_name(out.name[: -len(".jsonl.gz")] + ".tmp.jsonl.gz")
     counts = Counter()
     skipped: List[str] = []
-    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
-        f = io.TextIOWrapper(gz, encoding="utf-8")
+    with text_writer(tmp) as f:
         chunk: List = []
         for cut in load_manifest_lazy(args.cuts_in):
             chunk.append(cut)
@@ -71,8 +69,6 @@ def main() -> None:
                 chunk = []
         if chunk:
             write_chunk(chunk, restorer, args.batch_size, f, counts, skipped)
-        f.flush()
-        f.detach()
     written = sum(1 for _ in load_manifest_lazy(tmp))
     if written != counts["cuts"]:
         raise SystemExit(f"Wrote {written} cuts but read {counts['cuts']}; {tmp} left for inspection")

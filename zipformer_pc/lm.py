@@ -15,15 +15,15 @@ In search (:meth:`NgramLm.bind`), a path's LM state is its last
 no known end).
 """
 
-import contextlib
 import gzip
-import io
 import math
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from zipformer_pc.files import text_writer
 
 BOS, EOS = "<s>", "</s>"
 # shallow-fusion weights of beam search (runtime and decode.py), the best on the synthetic
@@ -137,7 +137,7 @@ class NgramLm:
         by_order: Dict[int, List[Gram]] = defaultdict(list)
         for g in self.probs:
             by_order[len(g)].append(g)
-        with _text_writer(path) as f:
+        with text_writer(path) as f:
             f.write("\n\\data\\\n")
             for n in range(1, self.order + 1):
                 f.write(f"ngram {n}={len(by_order[n])}\n")
@@ -321,16 +321,3 @@ class BoundLm:
             self._cache.clear()
         self._cache[state] = vec
         return vec
-
-
-@contextlib.contextmanager
-def _text_writer(path: Path):
-    """A text file for writing; ``.gz`` is compressed without a time stamp or name in its header, so
-    the same LM gives the same bytes on every run (a retrained but unchanged LM is no change to commit)."""
-    if not path.name.endswith(".gz"):
-        with open(path, "w", encoding="utf-8") as f:
-            yield f
-        return
-    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
-            io.TextIOWrapper(gz, encoding="utf-8") as f:
-        yield f
