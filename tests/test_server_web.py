@@ -4,8 +4,9 @@
 The fixture model is random, so "the expected words" are what the offline runtime
 makes of the very audio the page sent (the page keeps a copy with ``?keep=1``): the
 finals shown must equal them exactly.  That the page sent the wav (and not silence or
-noise) is checked by finding the wav's speech in what was sent.  Chromium loops the
-file; the page stops after ``seconds=`` of audio, so only one pass matters.
+noise) is checked by finding the loud pieces of what it sent in the wav.  Chromium
+loops the file, and the capture may begin anywhere in it; the page stops after
+``seconds=`` of audio.
 """
 
 import base64
@@ -63,6 +64,20 @@ def _best_match(signal: np.ndarray, template: np.ndarray) -> float:
     return float((corr / (window * np.linalg.norm(template))).max())
 
 
+def _share_found(sent: np.ndarray, source: np.ndarray, piece: int = 4000) -> tuple:
+    """How many quarter-second pieces of ``sent`` carry sound, and the share of them found almost
+    sample for sample (normalized correlation > 0.9) somewhere in ``source`` played twice (the
+    fake device loops it).  Pieces of what was sent, not one template of the source: however late
+    the page's capture starts in the file, what it sent is in there; and on a loaded machine a
+    dropped or repeated buffer only spoils the pieces across that seam (a one-second template of
+    the source matched 0.63 in a CI run).  Silence has no loud piece; noise matches none."""
+    looped = np.concatenate([source, source])
+    starts = [s for s in range(0, len(sent) - piece + 1, piece)
+              if np.sqrt(np.mean(sent[s:s + piece] ** 2)) > 0.02]
+    found = sum(_best_match(looped, sent[s:s + piece]) > 0.9 for s in starts)
+    return len(starts), found / max(len(starts), 1)
+
+
 def _chrome(wav):
     """Headless Chromium whose microphone plays ``wav``."""
     webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
@@ -80,7 +95,9 @@ def _chrome(wav):
 def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_path):
     speech = np.concatenate([speech_like(1.8, seed=11), np.zeros(16000, np.float32), speech_like(1.4, seed=12)])
     wav = tmp_path / "mic.wav"
-    _write_wav(wav, np.concatenate([speech, np.zeros(int(SECONDS * 16000), np.float32)]))
+    # the file loops; its speech fills most of any SECONDS of it
+    played = np.concatenate([speech, np.zeros(16000, np.float32)])
+    _write_wav(wav, played)
 
     srv = ServerProcess(tiny_onnx_model)
     driver = None
@@ -106,11 +123,11 @@ def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_
 
     rate = int(state["rate"])
     assert len(sent) == state["sent"] == round(SECONDS * rate)
-    # what was sent is the wav: its speech is in there, almost sample for sample
+    # what was sent is the wav's speech, almost sample for sample
     r = Resampler(rate, 16000)
     at16k = np.concatenate([r.process(sent), r.flush()])
-    template = speech[4800:20800]  # one second of speech (after the utterance's leading silence)
-    assert _best_match(at16k, template) > 0.9
+    loud, share = _share_found(at16k, played)
+    assert loud >= 6 and share >= 0.75, (loud, share)
 
     rec = StreamingRecognizer.from_dir(tiny_onnx_model, endpoint=EndpointConfig.from_options(
         rule2_min_trailing_silence=RULE2))
