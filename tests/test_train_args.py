@@ -1,5 +1,7 @@
 """train.py option defaults per encoder (fast)."""
 
+import math
+
 import pytest
 
 from zipformer_pc.training.train import TRAINING_DEFAULTS, apply_training_defaults, get_parser
@@ -117,6 +119,15 @@ def test_the_plateau_rule_cuts_where_the_validation_loss_stalls():
     c = {"plateau_best": 100.0, "plateau_waits": 0}
     assert [plateau_cut(c, x, 2, 0.01) for x in (99.5, float("nan"), 99.4)] == [False, False, True]
     assert c["plateau_best"] == 100.0
+
+
+def test_the_validation_loss_followed_is_n_plus_p_over_the_modes_validated():
+    from zipformer_pc.training.train import total_valid_loss
+
+    nan = float("nan")
+    assert total_valid_loss({"valid_loss_n": 30.5, "valid_loss_p": 36.5}) == 67.0
+    assert total_valid_loss({"valid_loss_n": 30.5, "valid_loss_p": nan}) == 30.5  # a set with N only
+    assert math.isnan(total_valid_loss({"valid_loss_n": nan, "valid_loss_p": nan}))
 
 
 def test_a_plateau_cut_survives_resumption_and_composes_with_a_new_base_lr():

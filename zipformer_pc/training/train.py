@@ -229,6 +229,13 @@ def apply_training_defaults(args) -> Dict[str, Any]:
 SCHEDULE_OPTIONS = ("base_lr", "lr_batches", "lr_epochs")
 
 
+def total_valid_loss(v: Dict[str, float]) -> float:
+    """The validation loss the plateau rule and ``best_valid_loss`` follow: L_N + L_P per
+    utterance, over the modes the validation set has (NaN when it has neither)."""
+    finite = [x for x in (v["valid_loss_n"], v["valid_loss_p"]) if not math.isnan(x)]
+    return sum(finite) if finite else math.nan
+
+
 def plateau_cut(counters: Dict[str, Any], loss: float, patience: int, threshold: float) -> bool:
     """Record a validation loss in ``counters`` (``plateau_best``, ``plateau_waits``);
     True when it is the ``patience``-th in a row that is not below the best by the
@@ -511,8 +518,7 @@ class Trainer:
         v = compute_validation_loss(self.ddp_model, self.valid_dl, self.args, self.loss_cfg, self.device)
         a = self.args
         if a.lr_plateau_factor < 1.0:
-            finite = [x for x in (v["valid_loss_n"], v["valid_loss_p"]) if not math.isnan(x)]
-            loss = sum(finite) if finite else math.nan
+            loss = total_valid_loss(v)
             if plateau_cut(self.counters, loss, a.lr_plateau_patience, a.lr_plateau_threshold):
                 self.scheduler.cut(a.lr_plateau_factor)
                 if self.rank == 0:
@@ -607,8 +613,9 @@ def train_one_epoch(tr: Trainer, epoch: int) -> bool:
             for k in ("valid_loss_n", "valid_loss_p"):
                 tr.tb.add_scalar(f"valid_epoch/{k[6:]}", v[k], epoch)
         if args.valid_at_epoch_end:
-            vl = sum(x for x in (v["valid_loss_n"], v["valid_loss_p"]) if not math.isnan(x))
-            counters["best_valid_loss"] = min(counters["best_valid_loss"], vl)
+            vl = total_valid_loss(v)
+            if not math.isnan(vl):
+                counters["best_valid_loss"] = min(counters["best_valid_loss"], vl)
         save_checkpoint(tr.exp_dir / f"epoch-{epoch}.pt", tr.state(epoch, with_sampler=False))
         logging.info(f"Saved {tr.exp_dir / f'epoch-{epoch}.pt'}")
     return False
@@ -807,8 +814,7 @@ def main() -> None:
     if args.lr_plateau_patience < 1 or not 0.0 <= args.lr_plateau_threshold < 1.0:
         raise SystemExit("--lr-plateau-patience must be >= 1 and --lr-plateau-threshold in [0, 1), got "
                          f"{args.lr_plateau_patience} and {args.lr_plateau_threshold}")
-    if args.lr_cooldown_batches < 0 or (args.lr_cooldown_batches and not args.max_batches) \
-            or args.lr_cooldown_batches > args.max_batches:
+    if not 0 <= args.lr_cooldown_batches <= args.max_batches:  # --max-batches 0 (no limit) allows no C > 0
         raise SystemExit("--lr-cooldown-batches C needs --max-batches N with N >= C > 0 (the last C batches of the "
                          f"run train at a rate falling linearly towards 0), got C={args.lr_cooldown_batches} "
                          f"and N={args.max_batches}")
