@@ -21,6 +21,8 @@
 #                                 two (40% wide; local/synthesize.py); dev, test and test_ood keep
 #                                 theirs [default]
 #   --train-hours H               synth training speech, overrides the preset [preset]
+#   --question-readings K         synth: each training utterance holding a question is read K times,
+#                                 by other voices (train has ~8% questions, dev and test ~30%) [1]
 #   --test-utts N                 synth utterances in test and in test_ood, overrides the preset [preset]
 #   --vocab-size N                sentencepiece vocabulary [256 synth, 500 librispeech, 120 tiny]
 #   --bpe-model FILE              use this trained tokenizer instead of training one (its size is the
@@ -58,6 +60,7 @@ nj=2
 seed=42
 size=default
 voice_set=default
+question_readings=1
 train_hours=""
 test_utts=""
 vocab_size=""
@@ -129,9 +132,12 @@ if [ "$dataset" = synth ]; then
   splits="train dev test test_ood"
 
   opts="hours=$train_hours dev=$dev_utts test=$test_utts ood=$ood_utts seed=$seed"
+  # recorded only when not 1, so that existing corpora stay done
+  [ "$question_readings" = 1 ] || opts="$opts question_readings=$question_readings"
   if run_stage 0 text "$opts"; then
     python3 local/prepare_synth_text.py --out-dir "$dir/text" --train-hours "$train_hours" \
-      --dev-utts "$dev_utts" --test-utts "$test_utts" --ood-utts "$ood_utts" --seed "$seed"
+      --dev-utts "$dev_utts" --test-utts "$test_utts" --ood-utts "$ood_utts" --seed "$seed" \
+      --train-question-readings "$question_readings"
     mark_done text "$opts"
   fi
 

@@ -20,7 +20,12 @@ paragraph (4..40 words, roughly 2 to 15 s of speech) -> splits.
 Questions are rare in prose (~4 per 1000 words), so every utterance holding a
 question is kept, up to ``--max-question-fraction`` of each split.  dev, test
 and test_ood do not depend on ``--train-hours``: corpora of any size share
-them, so their models can be compared.
+them, so their models can be compared.  Training text keeps what questions
+are left after dev and test (~8% of its sentence ends, against ~30% in dev
+and test); ``--train-question-readings K`` lists each training utterance that
+holds a question K times in all: the copies come after the originals with
+ids of their own, so other voices read them (local/synthesize.py draws a
+voice per id) and the first readings keep their ids and audio.
 
 Writes ``{train,dev,test,test_ood}.jsonl``: one utterance a line with ``id``,
 ``source`` (book), ``text_raw`` (folded ASCII prose, the reference source) and
@@ -277,13 +282,28 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--ood-utts", type=int, default=300)
     p.add_argument("--max-question-fraction", type=float, default=0.4,
                    help="At most this fraction of a split's words come from question utterances")
+    p.add_argument("--train-question-readings", type=int, default=1,
+                   help="Times each training utterance holding a question is read (by other voices)")
     p.add_argument("--seed", type=int, default=42)
     return p
+
+
+def add_readings(utts: List[Dict[str, object]], readings: int, split: str = "train") -> List[Dict[str, object]]:
+    """``utts`` followed by ``readings - 1`` more copies of each question
+    utterance, with ``reading`` (2, 3, ...) and ``first_reading`` (the id the
+    original gets in ``{split}.jsonl``)."""
+    out = list(utts)
+    for k in range(2, readings + 1):
+        out += [{**u, "reading": k, "first_reading": f"{split}-{i:06d}"}
+                for i, u in enumerate(utts) if u["has_question"]]
+    return out
 
 
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
     args = get_parser().parse_args()
+    if args.train_question_readings < 1:
+        raise SystemExit(f"--train-question-readings must be >= 1, got {args.train_question_readings}")
     rng = random.Random(args.seed)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -300,6 +320,8 @@ def main() -> None:
         splits[name], pool = select(pool, rng, n_utts * avg_words, args.max_question_fraction)
         splits[name] = splits[name][:n_utts]
     splits["train"], _ = select(pool, rng, args.train_hours * 3600 * WORDS_PER_SECOND, args.max_question_fraction)
+    estimated_train_hours = sum(u["num_words"] for u in splits["train"]) / WORDS_PER_SECOND / 3600
+    splits["train"] = add_readings(splits["train"], args.train_question_readings)
     # test_ood draws from its own generator: the main one has just drawn the
     # training text, whose size (--train-hours) must not change the test set
     ood_rng = random.Random(f"test_ood-{args.seed}")
@@ -321,9 +343,9 @@ def main() -> None:
             "question_utterances": sum(bool(u["has_question"]) for u in utts),
         }
         logging.info(f"{name}: {stats[name]}")
-    if stats["train"]["estimated_hours"] < args.train_hours * 0.99:
+    if estimated_train_hours < args.train_hours * 0.99:
         logging.warning(f"--train-hours {args.train_hours}: the Austen text left after dev and test holds "
-                        f"only ~{stats['train']['estimated_hours']:.1f} h; train takes all of it")
+                        f"only ~{estimated_train_hours:.1f} h; train takes all of it")
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=1) + "\n")
 
 

@@ -291,6 +291,24 @@ def test_select_is_deterministic_for_a_seed():
     assert [u["id"] for u in a[0]] != [u["id"] for u in c[0]]
 
 
+def test_add_readings_appends_copies_of_the_questions_only():
+    utts = [{"text_raw": f"u{i}", "has_question": i % 3 == 0} for i in range(7)]  # questions 0, 3, 6
+    out = pst.add_readings(utts, 3)
+    assert out[:7] == utts  # the first readings keep their place, hence their ids
+    extra = out[7:]
+    assert [u["text_raw"] for u in extra] == ["u0", "u3", "u6"] * 2
+    assert [u["reading"] for u in extra] == [2, 2, 2, 3, 3, 3]
+    assert [u["first_reading"] for u in extra] == ["train-000000", "train-000003", "train-000006"] * 2
+    assert pst.add_readings(utts, 1) == utts
+
+
+def test_synthesize_draws_other_voices_for_other_ids():
+    voices = tts.TRAIN_VOICES
+    drawn = {synthesize.prosody(f"train-{i:06d}", voices, 42)["voice"]["name"] for i in range(200)}
+    assert len(drawn) == len(voices)  # readings of one text under new ids get voices of their own
+    assert synthesize.prosody("train-000007", voices, 42) == synthesize.prosody("train-000007", voices, 42)
+
+
 # ----------------------------------------------------------------------- R data files
 
 

@@ -396,8 +396,10 @@ def test_prepare_synth_text_is_reproducible(tmp_path):
         return [PY, "local/prepare_synth_text.py", "--out-dir", str(out), "--train-hours", "0.01",
                 "--dev-utts", "4", "--test-utts", "4", "--ood-utts", "4", "--seed", str(seed)]
 
-    dirs = {"a": (tmp_path / "a", 7), "b": (tmp_path / "b", 7), "c": (tmp_path / "c", 8), "d": (tmp_path / "d", 7)}
-    procs = {k: subprocess.Popen(cmd(d, s) + (["--train-hours", "0.05"] if k == "d" else []), cwd=ROOT,
+    dirs = {"a": (tmp_path / "a", 7), "b": (tmp_path / "b", 7), "c": (tmp_path / "c", 8), "d": (tmp_path / "d", 7),
+            "e": (tmp_path / "e", 7)}
+    extra = {"d": ["--train-hours", "0.05"], "e": ["--train-question-readings", "3"]}
+    procs = {k: subprocess.Popen(cmd(d, s) + extra.get(k, []), cwd=ROOT,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for k, (d, s) in dirs.items()}
     for k, p in procs.items():
@@ -419,3 +421,23 @@ def test_prepare_synth_text_is_reproducible(tmp_path):
     train = [json.loads(x) for x in (a / "train.jsonl").read_text().splitlines()]
     assert train and all(u["id"] == f"train-{i:06d}" for i, u in enumerate(train))
     assert len([json.loads(x) for x in (a / "dev.jsonl").read_text().splitlines()]) == 4
+    # questions read 3 times: the same text before, each question twice more after, same held-out sets
+    e = dirs["e"][0]
+    for name in ("dev.jsonl", "test.jsonl", "test_ood.jsonl"):
+        assert (a / name).read_bytes() == (e / name).read_bytes(), name
+    train_e = [json.loads(x) for x in (e / "train.jsonl").read_text().splitlines()]
+    assert train_e[: len(train)] == train
+    questions = [u for u in train if u["has_question"]]
+    assert questions
+    by_id = {u["id"]: u for u in train}
+    copies = train_e[len(train):]
+    assert len(copies) == 2 * len(questions)
+    assert all(u["id"] == f"train-{i:06d}" for i, u in enumerate(train_e))
+    for u in copies:
+        first = by_id[u["first_reading"]]
+        assert first["has_question"] and (u["tts_text"], u["text_raw"]) == (first["tts_text"], first["text_raw"])
+    stats_e = json.loads((e / "stats.json").read_text())["train"]
+    assert stats_e["question_utterances"] == 3 * len(questions) and stats_e["utterances"] == len(train_e)
+    bad = subprocess.run(cmd(tmp_path / "f", 7) + ["--train-question-readings", "0"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "--train-question-readings must be >= 1" in bad.stderr
