@@ -436,3 +436,14 @@ def test_auxiliary_ctc_loss_adds_to_the_loss_and_trains_its_output():
     assert model.ctc_output[1].weight.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="CTC output"):
         small_model("norm")(feats, lens, tn, tp, ctc_scale=0.2)
+    # --ctc-targets P: the references are the P ones, of the utterances that have P
+    model.eval()
+    p = model(feats, lens, tn, tp, alpha=0.5, ctc_scale=0.3, ctc_targets="P")
+    with_p = [0, 2]
+    per_utt_p = [float(model.ctc_loss(enc[i:i + 1], enc_lens[i:i + 1], [tp[i]]).detach()) for i in with_p]
+    assert abs(p["loss_ctc"].item() - sum(per_utt_p) / 2) < 1e-3
+    n = model(feats, lens, tn, tp, alpha=0.5, ctc_scale=0.3, ctc_targets="N")
+    torch.testing.assert_close(n["loss_ctc"], model(feats, lens, tn, tp, alpha=0.5, ctc_scale=0.3)["loss_ctc"])
+    assert abs(p["loss_ctc"].item() - n["loss_ctc"].item()) > 1e-3
+    with pytest.raises(ValueError, match="ctc_targets"):
+        model(feats, lens, tn, tp, ctc_scale=0.3, ctc_targets="PN")

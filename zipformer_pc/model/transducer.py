@@ -38,6 +38,9 @@ def head_dim(encoder: str) -> int:
     """Default predictor and joiner width for an encoder preset (512 for any other)."""
     return HEAD_DIMS.get(encoder, 512)
 
+#: references of the auxiliary CTC loss (``Transducer.forward``'s ``ctc_targets``)
+CTC_TARGETS = ("auto", "N", "P")
+
 
 @dataclass
 class HeadConfig:
@@ -173,6 +176,7 @@ class Transducer(nn.Module):
         batch_idx: Optional[int] = None,
         ctc_scale: float = 0.0,
         encoder_out: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+        ctc_targets: str = "auto",
     ) -> Dict[str, torch.Tensor]:
         """
         Args:
@@ -181,7 +185,11 @@ class Transducer(nn.Module):
           tokens_p: P token ids per utterance, None where the utterance has no P.
           alpha: weight of the P term.
           ctc_scale: weight of the auxiliary CTC loss (needs ``HeadConfig.ctc``),
-            computed on N (P for ``punct``) and added to the transducer loss.
+            added to the transducer loss.
+          ctc_targets: the CTC loss's references (``CTC_TARGETS``): ``N``, ``P``
+            (the utterances that have P; makes the encoder itself carry case and
+            marks, which a stateless predictor cannot see far enough for), or
+            ``auto``: N, P for a model that trains P only (``punct``).
           encoder_out: (output, lengths) of the encoder computed beforehand (a
             frozen encoder's cache, ``training.encoder_cache``): the features
             are then not encoded.
@@ -228,7 +236,9 @@ class Transducer(nn.Module):
         if ctc_scale > 0:
             if self.ctc_output is None:
                 raise ValueError("ctc_scale > 0 needs a model built with a CTC output (HeadConfig.ctc)")
-            if MODE_N not in self.trained_modes():  # punct: CTC on P
+            if ctc_targets not in CTC_TARGETS:
+                raise ValueError(f"ctc_targets must be one of {', '.join(CTC_TARGETS)}, not {ctc_targets!r}")
+            if ctc_targets == "P" or (ctc_targets == "auto" and MODE_N not in self.trained_modes()):
                 idx = [i for i, t in enumerate(tokens_p) if t is not None]
                 targets = [tokens_p[i] for i in idx]
             else:

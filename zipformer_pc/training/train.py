@@ -59,7 +59,7 @@ from zipformer_pc.data.datamodule import PCAsrDataModule
 from zipformer_pc.data.references import any_auto_punct
 from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.model.loss import LossConfig, resolve_backend
-from zipformer_pc.model.transducer import HeadConfig, Transducer, build_model, head_dim, make_model_config
+from zipformer_pc.model.transducer import CTC_TARGETS, HeadConfig, Transducer, build_model, head_dim, make_model_config
 from zipformer_pc.model.zipformer import ENCODER_CONFIGS, count_parameters
 from zipformer_pc.modes import MODEL_TYPES
 from zipformer_pc.options import str2bool
@@ -145,6 +145,9 @@ def get_parser() -> argparse.ArgumentParser:
                    help="Weight of an auxiliary CTC loss on the encoder output (N targets; P for punct), as a "
                         "regulariser; decoding and export ignore the CTC output. 0: the model has no CTC output "
                         "[per encoder]")
+    g.add_argument("--ctc-targets", choices=CTC_TARGETS, default="auto",
+                   help="References of the auxiliary CTC loss: auto (N; P for punct), N, or P (the utterances with "
+                        "P: the encoder itself must then carry case and marks)")
 
     g = p.add_argument_group("optimization")
     g.add_argument("--optimizer", choices=["scaled_adam", "adamw"], default="scaled_adam")
@@ -402,7 +405,8 @@ def compute_loss(model, batch, args, loss_cfg: LossConfig, device, batch_idx: Op
         enc = (out.to(device), out_lens.to(device))
     with torch.autocast(device_type=device.type, enabled=args.use_fp16 and device.type == "cuda"):
         return model(feats, lens, batch["tokens_n"], batch["tokens_p"], alpha=args.alpha,
-                     loss_cfg=loss_cfg, batch_idx=batch_idx, ctc_scale=args.ctc_loss_scale, encoder_out=enc)
+                     loss_cfg=loss_cfg, batch_idx=batch_idx, ctc_scale=args.ctc_loss_scale, encoder_out=enc,
+                     ctc_targets=args.ctc_targets)
 
 
 def compute_validation_loss(model, valid_dl, args, loss_cfg, device) -> Dict[str, float]:
