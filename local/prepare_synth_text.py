@@ -288,6 +288,11 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+def estimated_hours(utts: List[Dict[str, object]]) -> float:
+    """Hours of speech the voices take to read ``utts`` (at WORDS_PER_SECOND)."""
+    return sum(int(u["num_words"]) for u in utts) / WORDS_PER_SECOND / 3600
+
+
 def add_readings(utts: List[Dict[str, object]], readings: int, split: str = "train") -> List[Dict[str, object]]:
     """``utts`` followed by ``readings - 1`` more copies of each question
     utterance, with ``reading`` (2, 3, ...) and ``first_reading`` (the id the
@@ -320,7 +325,7 @@ def main() -> None:
         splits[name], pool = select(pool, rng, n_utts * avg_words, args.max_question_fraction)
         splits[name] = splits[name][:n_utts]
     splits["train"], _ = select(pool, rng, args.train_hours * 3600 * WORDS_PER_SECOND, args.max_question_fraction)
-    estimated_train_hours = sum(u["num_words"] for u in splits["train"]) / WORDS_PER_SECOND / 3600
+    estimated_train_hours = estimated_hours(splits["train"])
     splits["train"] = add_readings(splits["train"], args.train_question_readings)
     # test_ood draws from its own generator: the main one has just drawn the
     # training text, whose size (--train-hours) must not change the test set
@@ -335,11 +340,10 @@ def main() -> None:
             for i, u in enumerate(utts):
                 u = {"id": f"{name}-{i:06d}", **u}
                 f.write(json.dumps(u, ensure_ascii=True) + "\n")
-        words = sum(u["num_words"] for u in utts)
         stats[name] = {
             "utterances": len(utts),
-            "words": words,
-            "estimated_hours": round(words / WORDS_PER_SECOND / 3600, 3),
+            "words": sum(u["num_words"] for u in utts),
+            "estimated_hours": round(estimated_hours(utts), 3),
             "question_utterances": sum(bool(u["has_question"]) for u in utts),
         }
         logging.info(f"{name}: {stats[name]}")

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Why is test_ood hard: the held-out voices, or the held-out text?
+
+Usage:
+  # the shipped model on the corpus of prepare.sh (150 utterances per cell)
+  python benchmarks/ood_factors.py --data-dir data/synth
+  python benchmarks/ood_factors.py --model-dir egs/synth/exp/conditioned/onnx --data-dir ~/zpc/data_all/synth \
+      --num-utts 300 --work-dir /tmp/ood_factors
+
+``test_ood`` differs from ``test`` in two ways at once: other voices (espeak-ng
+Lancaster and West Midlands, festival ked, flite slt and rms) and other text
+(Moby Dick instead of Austen).  This script fills the other two cells of that
+2 x 2 table by synthesizing the first ``--num-utts`` texts of ``test_ood``
+with the in-domain voices and those of ``test`` with the held-out voices
+(``local/synthesize.py``, the corpus's ``--seed``; the audio is kept in
+``--work-dir``, so a second run only decodes), then decodes the four cells with
+the ONNX streaming recognizer (greedy search unless told otherwise, 0.1 s
+pieces) and prints WER (N), PC-WER and PER (P) per cell and per voice.
+
+Reading the table: the in-domain voices on Moby Dick minus ``test`` is what
+the text costs; the held-out voices on Austen minus ``test`` is what the voices
+cost.  Prints the figures; asserts nothing.
+"""
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from zipformer_pc.metrics import score_corpus  # noqa: E402
+from zipformer_pc.modes import add_derived  # noqa: E402
+from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs  # noqa: E402
+
+# (cell, voices, text): the two cells of the corpus and the two this script synthesizes
+CELLS: Tuple[Tuple[str, str, str], ...] = (
+    ("test", "in-domain", "Austen"),
+    ("voices_ood", "held-out", "Austen"),
+    ("text_ood", "in-domain", "Moby Dick"),
+    ("test_ood", "held-out", "Moby Dick"),
+)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-dir", type=Path, default=ROOT / "egs/synth/pretrained",
+                   help="streaming ONNX export (export/export_onnx.py's layout) [egs/synth/pretrained]")
+    p.add_argument("--data-dir", type=Path, required=True,
+                   help="a synthetic corpus of prepare.sh (DATA_DIR/synth: text/, fbank/)")
+    p.add_argument("--num-utts", type=int, default=150, help="utterances per cell (the first ones of each set)")
+    p.add_argument("--work-dir", type=Path, default=None,
+                   help="where the synthesized cells go (default: a temporary directory, removed)")
+    p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
+    p.add_argument("--int8", type=lambda s: s.lower() in ("1", "true", "yes"), default=False)
+    p.add_argument("--seed", type=int, default=42, help="prosody draws of the synthesized cells (prepare.sh's --seed)")
+    p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    add_search_options(p)
+    return p
+
+
+def first_texts(path: Path, n: int, prefix: str) -> List[dict]:
+    """The first ``n`` utterances of a text split, under ids of their own (voices are drawn per id)."""
+    if not path.is_file():
+        raise SystemExit(f"{path} not found: --data-dir must be a synthetic corpus of prepare.sh (DATA_DIR/synth)")
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if len(out) == n:
+                break
+            u = json.loads(line)
+            u["id"] = f"{prefix}-{u['id'].rsplit('-', 1)[-1]}"
+            out.append(u)
+    return out
+
+
+def synthesize(split: str, texts: List[dict], voices: str, work: Path, seed: int) -> Path:
+    """``local/synthesize.py`` on ``texts``; returns the cut manifest (recordings + supervisions)."""
+    from lhotse import CutSet, load_manifest
+
+    text = work / "text" / f"{split}.jsonl"
+    text.parent.mkdir(parents=True, exist_ok=True)
+    text.write_text("".join(json.dumps(u, ensure_ascii=True) + "\n" for u in texts))
+    manifests = work / "manifests"
+    cmd = [sys.executable, str(ROOT / "local/synthesize.py"), "--text", str(text), "--voices", voices,
+           "--split", split, "--audio-dir", str(work / "audio" / split), "--manifest-dir", str(manifests),
+           "--nj", "1", "--seed", str(seed)]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"synthesis of {split} failed:\n{r.stderr[-3000:]}")
+    cuts = CutSet.from_manifests(recordings=load_manifest(manifests / f"synth_recordings_{split}.jsonl.gz"),
+                                 supervisions=load_manifest(manifests / f"synth_supervisions_{split}.jsonl.gz"))
+    path = work / f"cuts_{split}.jsonl.gz"
+    cuts.to_file(path)
+    return path
+
+
+def decode(rec: StreamingRecognizer, cuts_path: Path, n: int) -> List[Tuple[str, str, str, str, str, str]]:
+    """(id, speaker, N ref, P ref, N hyp, P hyp) of the first ``n`` cuts."""
+    import numpy as np
+    from lhotse import load_manifest_lazy
+
+    rows = []
+    for cut in load_manifest_lazy(cuts_path):
+        if len(rows) == n:
+            break
+        sup = cut.supervisions[0]
+        samples = cut.load_audio()[0].astype(np.float32)
+        hyp = rec.recognize(samples, int(cut.sampling_rate), 0.1)
+        rows.append((cut.id, sup.speaker or "?", sup.text or "", (sup.custom or {}).get("text_p") or "",
+                     hyp.get("N", ""), hyp.get("P", "")))
+    return rows
+
+
+def scores(rows: Sequence[Tuple[str, str, str, str, str, str]]) -> Dict[str, float]:
+    n = score_corpus([(r[0], r[2], r[4]) for r in rows]).summary()
+    p = score_corpus([(r[0], r[3], r[5]) for r in rows]).summary()
+    return {"utts": len(rows), "wer": n["wer"], "pc_wer": p["pc_wer"], "per": p["per"]}
+
+
+def fmt(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def main(argv=None) -> None:
+    args = get_parser().parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+    data = args.data_dir
+    corpus = {"test": data / "fbank/synth_cuts_test.jsonl.gz", "test_ood": data / "fbank/synth_cuts_test_ood.jsonl.gz"}
+    for path in corpus.values():
+        if not path.is_file():
+            raise SystemExit(f"{path} not found: run prepare.sh (stages 0-2) for --data-dir first")
+    tmp = None
+    if args.work_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="ood_factors_")
+        work = Path(tmp.name)
+    else:
+        work = args.work_dir
+        work.mkdir(parents=True, exist_ok=True)
+    try:
+        t0 = time.time()
+        corpus["voices_ood"] = synthesize("voices_ood", first_texts(data / "text/test.jsonl", args.num_utts, "voices_ood"),
+                                          "ood", work, args.seed)
+        corpus["text_ood"] = synthesize("text_ood", first_texts(data / "text/test_ood.jsonl", args.num_utts, "text_ood"),
+                                        "train", work, args.seed)
+        logging.info("synthesized 2 x %d utterances in %.0f s", args.num_utts, time.time() - t0)
+        rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads,
+                                           **search_kwargs(args, args.model_dir))
+        outputs = add_derived(rec.transducer_type, {m: "" for m in rec.search_modes})
+        if not {"N", "P"} <= set(outputs):
+            raise SystemExit(f"{args.model_dir}: needs a model that writes both N and P, not {sorted(outputs)}")
+        results, voices = {}, {}
+        for cell, _, _ in CELLS:
+            t0 = time.time()
+            rows = decode(rec, corpus[cell], args.num_utts)
+            results[cell] = scores(rows)
+            by_voice = defaultdict(list)
+            for r in rows:
+                by_voice[r[1]].append(r)
+            voices[cell] = {v: scores(rs) for v, rs in sorted(by_voice.items())}
+            logging.info("%s: %d utterances decoded in %.0f s", cell, len(rows), time.time() - t0)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+    print(f"\n{args.model_dir}, {rec.decoding_method}, first {args.num_utts} utterances per cell\n")
+    print("| cell | voices | text | utts | WER (N) | PC-WER | PER |")
+    print("|---|---|---|---|---|---|---|")
+    for cell, who, what in CELLS:
+        s = results[cell]
+        print(f"| {cell} | {who} | {what} | {s['utts']} | {fmt(s['wer'])} | {fmt(s['pc_wer'])} | {fmt(s['per'])} |")
+    base = results["test"]["wer"]
+    print(f"\nWER added by the text: {results['text_ood']['wer'] - base:+.2f}; by the voices: "
+          f"{results['voices_ood']['wer'] - base:+.2f}; by both (test_ood): {results['test_ood']['wer'] - base:+.2f}")
+    print("\n| cell | voice | utts | WER (N) | PC-WER | PER |")
+    print("|---|---|---|---|---|---|")
+    for cell, _, _ in CELLS:
+        for v, s in voices[cell].items():
+            print(f"| {cell} | {v} | {s['utts']} | {fmt(s['wer'])} | {fmt(s['pc_wer'])} | {fmt(s['per'])} |")
+    if args.json:
+        args.json.write_text(json.dumps({"model_dir": str(args.model_dir), "num_utts": args.num_utts,
+                                         "cells": results, "voices": voices}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""benchmarks/ood_factors.py: the 2 x 2 table of voices x text behind test_ood, with the shipped model."""
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "local"))
+
+from tts import OOD_VOICES, TRAIN_VOICES  # noqa: E402
+
+
+def first_texts(path: Path, n: int):
+    return [json.loads(line) for line in path.read_text().splitlines()[:n]]
+
+
+def test_ood_factors_fills_the_two_missing_cells(tiny_corpus, tmp_path):
+    out = tmp_path / "f.json"
+    work = tmp_path / "work"
+    cmd = [sys.executable, "benchmarks/ood_factors.py", "--data-dir", str(tiny_corpus), "--num-utts", "3",
+           "--work-dir", str(work), "--json", str(out)]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert set(res["cells"]) == {"test", "voices_ood", "text_ood", "test_ood"}
+    assert all(c["utts"] == 3 for c in res["cells"].values())
+    # the shipped model transcribes the in-domain voices on Austen: a figure random weights cannot give
+    assert res["cells"]["test"]["wer"] < 50
+    # who reads what: the synthesized cells swap the voices of test and test_ood, not the texts
+    ood, ind = {v.name for v in OOD_VOICES}, {v.name for v in TRAIN_VOICES}
+    assert set(res["voices"]["voices_ood"]) <= ood and set(res["voices"]["test_ood"]) <= ood
+    assert set(res["voices"]["text_ood"]) <= ind and set(res["voices"]["test"]) <= ind
+    with gzip.open(work / "manifests" / "synth_supervisions_text_ood.jsonl.gz", "rt") as f:
+        sups = [json.loads(line) for line in f]
+    ood_texts = [u["text_raw"] for u in first_texts(tiny_corpus / "text/test_ood.jsonl", 3)]
+    assert [s["custom"]["text_raw"] for s in sups] == ood_texts
+    with gzip.open(work / "manifests" / "synth_supervisions_voices_ood.jsonl.gz", "rt") as f:
+        sups = [json.loads(line) for line in f]
+    test_texts = [u["text_raw"] for u in first_texts(tiny_corpus / "text/test.jsonl", 3)]
+    assert [s["custom"]["text_raw"] for s in sups] == test_texts
+    for cell in ("test", "voices_ood", "text_ood", "test_ood"):
+        assert f"| {cell} |" in r.stdout
+    assert "WER added by the text" in r.stdout
+    # a second run reuses the audio of the first
+    before = sorted(p.stat().st_mtime_ns for p in (work / "audio").rglob("*.flac"))
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(p.stat().st_mtime_ns for p in (work / "audio").rglob("*.flac")) == before
+
+
+def test_ood_factors_names_a_missing_corpus(tmp_path):
+    r = subprocess.run([sys.executable, "benchmarks/ood_factors.py", "--data-dir", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "prepare.sh" in r.stderr
