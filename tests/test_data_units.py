@@ -573,3 +573,35 @@ def test_sort_by_duration_reads_every_cut_once_shortest_first(tmp_path):
     assert _loader_order(path, sort_by_duration=True)[0] == batches
     shuffled = [c for b in _loader_order(path, num_buckets=1)[0] for c in b]
     assert sorted(shuffled) == sorted(order) and shuffled != order
+
+
+def test_gcide_blocks_become_prose_or_nothing():
+    # sense number, field label, note in brackets, citation after "--"
+    assert pst.gcide_block(["   3. (Astron.) That phase of the moon in which it appears",
+                            "      bisected, as at the quadratures. [R.] --Whewell."]) == \
+        "That phase of the moon in which it appears bisected, as at the quadratures."
+    # a quotation; cross-reference braces keep their word; removed markup leaves no space before a mark
+    assert pst.gcide_block(["            A stouter champion never handled {sword} .   --Shak."]) == \
+        "A stouter champion never handled sword."
+    # Greek letters print as "?": no made-up questions
+    assert pst.gcide_block(["   From Gr. ? in two, asunder."]) == ""
+    assert pst.gcide_block(["   And what can heaven show more?"]) == "And what can heaven show more?"
+    # dictionary shorthand, spaced ellipses, other markup, lower-case fragments: dropped
+    for lines in (["   Same as Dichroscope; esp. of a crystal."], ["   A river . . . apt to be forded."],
+                  ["   Syn: Earnest, Pledge."], ["   The sign <ae> of a vowel."], ["   was dichotomized."]):
+        assert pst.gcide_block(lines) == "", lines
+
+
+def test_load_gcide_skips_entry_heads(tmp_path):
+    import gzip
+
+    path = tmp_path / "gcide.dict.dz"
+    with gzip.open(path, "wt") as f:
+        f.write("Abdicator \\Ab\"di*ca`tor\\, n.\n   One who abdicates.\n   [1913 Webster]\n\n"
+                "Dichotomy \\Di*chot\"o*my\\, n. [Gr. ?.]\n   1. A cutting in two; a division.\n      [1913 Webster]\n\n"
+                "            A general breach with their church.\n                       --Sir T.\n"
+                "                       Browne.\n      [1913 Webster]\n")
+    # the head block (headword, pronunciation, etymology, a single sense) is skipped
+    assert pst.load_gcide(str(path)) == {"gcide": ["A general breach with their church.", ""]}
+    with pytest.raises(SystemExit, match="dict-gcide"):
+        pst.load_gcide(str(tmp_path / "missing.dz"))

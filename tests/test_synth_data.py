@@ -397,8 +397,8 @@ def test_prepare_synth_text_is_reproducible(tmp_path):
                 "--dev-utts", "4", "--test-utts", "4", "--ood-utts", "4", "--seed", str(seed)]
 
     dirs = {"a": (tmp_path / "a", 7), "b": (tmp_path / "b", 7), "c": (tmp_path / "c", 8), "d": (tmp_path / "d", 7),
-            "e": (tmp_path / "e", 7)}
-    extra = {"d": ["--train-hours", "0.05"], "e": ["--train-question-readings", "3"]}
+            "e": (tmp_path / "e", 7), "g": (tmp_path / "g", 7)}
+    extra = {"d": ["--train-hours", "0.05"], "e": ["--train-question-readings", "3"], "g": ["--gcide-hours", "0.05"]}
     procs = {k: subprocess.Popen(cmd(d, s) + extra.get(k, []), cwd=ROOT,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for k, (d, s) in dirs.items()}
@@ -438,6 +438,18 @@ def test_prepare_synth_text_is_reproducible(tmp_path):
         assert first["has_question"] and (u["tts_text"], u["text_raw"]) == (first["tts_text"], first["text_raw"])
     stats_e = json.loads((e / "stats.json").read_text())["train"]
     assert stats_e["question_utterances"] == 3 * len(questions) and stats_e["utterances"] == len(train_e)
+    # Webster's 1913 after the Austen text: the same Austen utterances and ids, same held-out sets
+    g = dirs["g"][0]
+    for name in ("dev.jsonl", "test.jsonl", "test_ood.jsonl"):
+        assert (a / name).read_bytes() == (g / name).read_bytes(), name
+    train_g = [json.loads(x) for x in (g / "train.jsonl").read_text().splitlines()]
+    assert train_g[: len(train)] == train
+    added = train_g[len(train):]
+    assert added and all(u["source"] == "gcide" for u in added)
+    assert 0.04 <= sum(u["num_words"] for u in added) / 3.0 / 3600 <= 0.07  # --gcide-hours 0.05 at 3 words/s
+    held_out = {json.loads(x)["text_raw"] for n in ("dev", "test", "test_ood")
+                for x in (a / f"{n}.jsonl").read_text().splitlines()}
+    assert not held_out & {u["text_raw"] for u in added}
     bad = subprocess.run(cmd(tmp_path / "f", 7) + ["--train-question-readings", "0"], cwd=ROOT,
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "--train-question-readings must be >= 1" in bad.stderr

@@ -76,6 +76,29 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
+# ------------------------------------------------------------- dictionary text
+# Webster's 1913 (Debian dict-gcide) for prepare.sh --gcide-hours, unpacked from
+# its .deb into the venv: installing the package would pull in and start a
+# dictionary server (dictd) that nothing here needs.
+gcide="$VENV/share/gcide/gcide.dict.dz"
+if $with_apt && [ ! -f /usr/share/dictd/gcide.dict.dz ] && [ ! -f "$gcide" ] && command -v apt-get >/dev/null 2>&1; then
+  log "Fetching Webster's 1913 dictionary (dict-gcide) into $(dirname "$gcide")"
+  tmp=$(mktemp -d)
+  fetch_gcide() { (cd "$tmp" && apt-get download -qq dict-gcide >/dev/null 2>&1); }
+  if ! fetch_gcide && { [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; }; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq && fetch_gcide || true
+  fi
+  if ls "$tmp"/dict-gcide_*.deb >/dev/null 2>&1; then
+    dpkg-deb -x "$tmp"/dict-gcide_*.deb "$tmp/x"
+    mkdir -p "$(dirname "$gcide")"
+    cp "$tmp/x/usr/share/dictd/gcide.dict.dz" "$gcide"
+  else
+    log "Could not download dict-gcide: prepare.sh --gcide-hours needs it (apt-get install dict-gcide)"
+  fi
+  rm -rf "$tmp"
+fi
+
 stamp_file="$VENV/.zipformer_pc_stamp"
 stamp=$( { cat "$ROOT/pyproject.toml" "$ROOT/tools/setup_env.sh"; echo "$TORCH_SPEC"; "$VENV/bin/python" -V; } | sha256sum | cut -d' ' -f1)
 

@@ -23,6 +23,8 @@
 #                              keep the default ones) [mixed]
 #   --question-readings K      each training utterance holding a question is read K times, by other
 #                              voices (prepare.sh --question-readings) [1]
+#   --gcide-hours H            more training text from Webster's 1913 dictionary (prepare.sh
+#                              --gcide-hours; vocabulary beyond Austen's) [0]
 #   --norm-minutes M           training-time budget of the norm model [240]
 #   --cond-minutes M           training-time budget of the conditioned model [240]
 #   --threads N                torch threads of the training process [2]
@@ -41,7 +43,7 @@
 #   Extra training options for both models: --train-opts "..." [the tiny defaults of train.py]
 #
 # Stages:
-#   0  corpus: prepare.sh --train-hours H --voice-set V --question-readings K (text, TTS speech,
+#   0  corpus: prepare.sh --train-hours H --voice-set V --question-readings K --gcide-hours G (text, TTS speech,
 #      fbank, subsets; the tokenizer of the shipped models when there are any, so that training
 #      can continue from them)
 #   1  norm model (tiny streaming encoder, N only)
@@ -62,6 +64,7 @@ exp_dir=egs/synth/exp_pretrain
 train_hours=40
 voice_set=mixed
 question_readings=1
+gcide_hours=0
 norm_minutes=240
 cond_minutes=240
 threads=2
@@ -96,7 +99,7 @@ if run_this 0; then
   bpe_opts=()
   [ -f "$out_dir/bpe.model" ] && bpe_opts=(--bpe-model "$out_dir/bpe.model")
   ./prepare.sh --dataset synth --data-dir "$data_dir" --train-hours "$train_hours" --voice-set "$voice_set" \
-    --question-readings "$question_readings" --seed "$seed" --stop-stage 5 "${bpe_opts[@]}"
+    --question-readings "$question_readings" --gcide-hours "$gcide_hours" --seed "$seed" --stop-stage 5 "${bpe_opts[@]}"
 fi
 bpe_dir=$(ls -d "$dir"/lang_bpe_* 2>/dev/null | head -n 1 || true)
 [ -n "$bpe_dir" ] || die "no tokenizer under $dir: run stage 0 first"
