@@ -29,15 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from zipformer_pc.metrics import score_corpus  # noqa: E402
 from zipformer_pc.modes import add_derived  # noqa: E402
+from zipformer_pc.runtime import utterances  # noqa: E402
+from zipformer_pc.runtime.cli import fmt  # noqa: E402
 from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs  # noqa: E402
 
 # (cell, voices, text): the two cells of the corpus and the two this script synthesizes
@@ -102,31 +102,9 @@ def synthesize(split: str, texts: List[dict], voices: str, work: Path, seed: int
     return path
 
 
-def decode(rec: StreamingRecognizer, cuts_path: Path, n: int) -> List[Tuple[str, str, str, str, str, str]]:
-    """(id, speaker, N ref, P ref, N hyp, P hyp) of the first ``n`` cuts."""
-    import numpy as np
-    from lhotse import load_manifest_lazy
-
-    rows = []
-    for cut in load_manifest_lazy(cuts_path):
-        if len(rows) == n:
-            break
-        sup = cut.supervisions[0]
-        samples = cut.load_audio()[0].astype(np.float32)
-        hyp = rec.recognize(samples, int(cut.sampling_rate), 0.1)
-        rows.append((cut.id, sup.speaker or "?", sup.text or "", (sup.custom or {}).get("text_p") or "",
-                     hyp.get("N", ""), hyp.get("P", "")))
-    return rows
-
-
-def scores(rows: Sequence[Tuple[str, str, str, str, str, str]]) -> Dict[str, float]:
-    n = score_corpus([(r[0], r[2], r[4]) for r in rows]).summary()
-    p = score_corpus([(r[0], r[3], r[5]) for r in rows]).summary()
-    return {"utts": len(rows), "wer": n["wer"], "pc_wer": p["pc_wer"], "per": p["per"]}
-
-
-def fmt(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:.2f}"
+def figures(s: Dict[str, dict]) -> Dict[str, float]:
+    """The table's figures from :func:`zipformer_pc.runtime.utterances.score`'s summary per mode."""
+    return {"utts": s["N"]["num_utts"], "wer": s["N"]["wer"], "pc_wer": s["P"]["pc_wer"], "per": s["P"]["per"]}
 
 
 def main(argv=None) -> None:
@@ -159,13 +137,10 @@ def main(argv=None) -> None:
         results, voices = {}, {}
         for cell, _, _ in CELLS:
             t0 = time.time()
-            rows = decode(rec, corpus[cell], args.num_utts)
-            results[cell] = scores(rows)
-            by_voice = defaultdict(list)
-            for r in rows:
-                by_voice[r[1]].append(r)
-            voices[cell] = {v: scores(rs) for v, rs in sorted(by_voice.items())}
-            logging.info("%s: %d utterances decoded in %.0f s", cell, len(rows), time.time() - t0)
+            decoded = utterances.decode(rec, utterances.from_cuts(corpus[cell], args.num_utts), 0.1).decoded
+            results[cell] = figures(utterances.score(decoded))
+            voices[cell] = {v: figures(s) for v, s in utterances.score_by_speaker(decoded).items()}
+            logging.info("%s: %d utterances decoded in %.0f s", cell, len(decoded), time.time() - t0)
     finally:
         if tmp is not None:
             tmp.cleanup()

@@ -2,6 +2,7 @@
 parity with the recipe's PyTorch decoding and with sherpa-onnx, arbitrary
 audio pieces, resampling, empty input, the CLI."""
 
+import json
 import subprocess
 import sys
 import wave
@@ -425,10 +426,19 @@ def test_cli_decodes_a_folder_of_wavs_and_a_cut_manifest(exported, test_audio, t
     assert lines[-1].startswith("RTF ")
     cuts = tiny_corpus / "fbank" / "synth_cuts_test.jsonl.gz"
     r = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(out), "--cuts", str(cuts),
-                        "--max-utts", "3"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                        "--max-utts", "3", "--per-speaker", "true", "--scores-json", str(tmp_path / "s.json")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert any(line.startswith("P: wer") for line in r.stdout.splitlines())
     assert any(line.startswith("N: wer") for line in r.stdout.splitlines())
+    from lhotse import load_manifest_lazy
+
+    speakers = [c.supervisions[0].speaker for c, _ in zip(load_manifest_lazy(cuts), range(3))]
+    scores = json.loads((tmp_path / "s.json").read_text())
+    assert scores["utterances"] == 3 and sorted(scores["speakers"]) == sorted(set(speakers))
+    assert sum(s["N"]["num_utts"] for s in scores["speakers"].values()) == 3
+    for spk in set(speakers):  # one table row per speaker
+        assert sum(line.startswith(f"| {spk} | {speakers.count(spk)} |") for line in r.stdout.splitlines()) == 1
 
 
 def test_beam_search_with_one_path_is_greedy_search_and_more_paths_search_more(tmp_path, tokens_file):

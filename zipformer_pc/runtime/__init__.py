@@ -13,6 +13,8 @@ Its whole import path needs only onnxruntime, numpy and kaldi-native-fbank
   :class:`Resampler`;
 * :mod:`~zipformer_pc.runtime.restoration`: punctuation and truecasing
   restoration of N text (:class:`~zipformer_pc.runtime.restoration.OnnxRestorer`);
+* :mod:`~zipformer_pc.runtime.utterances`: a list of wav files or cuts
+  decoded in turn (RTF, counted skips) and scored per mode or per speaker;
 * :mod:`~zipformer_pc.runtime.cli`: the command line (``export/onnx_streaming.py``,
   ``zpc-transcribe``).
 """
