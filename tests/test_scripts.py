@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -67,6 +69,35 @@ def test_setup_env_stops_before_pip_when_the_disk_is_too_full(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "1 GB free where the venv goes" in r.stderr and "ZPC_VENV" in r.stderr
     assert "Installing Python packages" not in r.stdout
+
+
+def test_setup_env_tries_a_failed_dictionary_download_once(tmp_path):
+    # apt-get fails (an offline machine): the first run says so and leaves a marker, the next
+    # run does not try again (setup_env stays fast); a df of 1 GB stops both runs before pip
+    if Path("/usr/share/dictd/gcide.dict.dz").is_file():
+        pytest.skip("dict-gcide is installed here: setup_env has nothing to fetch")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "apt-calls"
+    scripts = {"apt-get": f"echo \"$*\" >> {calls}; exit 1",
+               "dpkg-query": "echo 'install ok installed'",  # every Debian package present
+               "sudo": '"$@"',
+               "df": "echo 'Filesystem 1024-blocks Used Available Capacity Mounted'; "
+                     "echo '/dev/x 100000000 98951424 1048576 99% /'"}
+    for name, body in scripts.items():
+        (fake / name).write_text(f"#!/bin/sh\n{body}\n")
+        (fake / name).chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "ZPC_VENV": str(tmp_path / "venv"), "PYTHON": sys.executable,
+           "HOME": str(tmp_path)}
+    first = run("bash", "tools/setup_env.sh", env=env)
+    assert first.returncode == 1 and "GB free where the venv goes" in first.stderr, first.stdout + first.stderr
+    assert "Could not download dict-gcide" in first.stdout and "download-failed" in first.stdout
+    assert (tmp_path / "venv/share/gcide/download-failed").is_file()
+    tried = calls.read_text()
+    assert "download" in tried
+    second = run("bash", "tools/setup_env.sh", env=env)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "dict-gcide" not in second.stdout and calls.read_text() == tried
 
 
 def test_stage_times_book_a_call_that_died_and_sum_over_calls(tmp_path):

@@ -38,6 +38,9 @@ for arg in "$@"; do
 done
 
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (setup_env) $*"; }
+# root, or sudo without a password prompt: may optional packages be installed?
+root_available() { [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; }
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # ------------------------------------------------------------- Debian packages
 if $with_apt && command -v dpkg-query >/dev/null 2>&1; then
@@ -49,7 +52,7 @@ if $with_apt && command -v dpkg-query >/dev/null 2>&1; then
   done
   for p in "${BROWSER_PACKAGES[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-      if [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; then
+      if root_available; then
         missing+=("$p")
       else
         log "Not installing $p (needs root): the web page's browser test will be skipped"
@@ -58,15 +61,12 @@ if $with_apt && command -v dpkg-query >/dev/null 2>&1; then
   done
   if [ ${#missing[@]} -gt 0 ]; then
     log "Installing Debian packages: ${missing[*]}"
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then
-      if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-        echo "setup_env.sh: need root (or sudo) to install: ${missing[*]}; install them, or rerun with --no-apt" >&2
-        exit 1
-      fi
+    if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null 2>&1; then
+      echo "setup_env.sh: need root (or sudo) to install: ${missing[*]}; install them, or rerun with --no-apt" >&2
+      exit 1
     fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
 fi
 
@@ -79,22 +79,26 @@ fi
 # ------------------------------------------------------------- dictionary text
 # Webster's 1913 (Debian dict-gcide) for prepare.sh --gcide-hours, unpacked from
 # its .deb into the venv: installing the package would pull in and start a
-# dictionary server (dictd) that nothing here needs.
+# dictionary server (dictd) that nothing here needs.  A failed download is
+# tried once, not on every run (delete the marker file to try again).
 gcide="$VENV/share/gcide/gcide.dict.dz"
-if $with_apt && [ ! -f /usr/share/dictd/gcide.dict.dz ] && [ ! -f "$gcide" ] && command -v apt-get >/dev/null 2>&1; then
+gcide_failed="$VENV/share/gcide/download-failed"
+if $with_apt && [ ! -f /usr/share/dictd/gcide.dict.dz ] && [ ! -f "$gcide" ] && [ ! -f "$gcide_failed" ] \
+    && command -v apt-get >/dev/null 2>&1; then
   log "Fetching Webster's 1913 dictionary (dict-gcide) into $(dirname "$gcide")"
+  mkdir -p "$(dirname "$gcide")"
   tmp=$(mktemp -d)
   fetch_gcide() { (cd "$tmp" && apt-get download -qq dict-gcide >/dev/null 2>&1); }
-  if ! fetch_gcide && { [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; }; then
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq && fetch_gcide || true
+  if ! fetch_gcide && root_available; then
+    as_root apt-get update -qq && fetch_gcide || true
   fi
   if ls "$tmp"/dict-gcide_*.deb >/dev/null 2>&1; then
     dpkg-deb -x "$tmp"/dict-gcide_*.deb "$tmp/x"
-    mkdir -p "$(dirname "$gcide")"
     cp "$tmp/x/usr/share/dictd/gcide.dict.dz" "$gcide"
   else
-    log "Could not download dict-gcide: prepare.sh --gcide-hours needs it (apt-get install dict-gcide)"
+    date > "$gcide_failed"
+    log "Could not download dict-gcide: prepare.sh --gcide-hours needs it (apt-get install dict-gcide;" \
+      "or delete $gcide_failed and rerun this script)"
   fi
   rm -rf "$tmp"
 fi
