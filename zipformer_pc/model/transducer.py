@@ -212,14 +212,17 @@ class Transducer(nn.Module):
             "num_n": torch.tensor(0, device=dev), "num_p": torch.tensor(0, device=dev),
             "frames": encoder_lens.sum(), "loss_ctc": zero,
         }
+
+        def references(mode: str) -> Tuple[List[int], List[Sequence[int]]]:
+            """(batch indices, token ids) of the utterances with a ``mode`` reference."""
+            if mode == MODE_N:
+                return list(range(len(tokens_n))), list(tokens_n)
+            idx = [i for i, t in enumerate(tokens_p) if t is not None]
+            return idx, [tokens_p[i] for i in idx]
+
         terms = []
         for mode in self.trained_modes():
-            if mode == MODE_N:
-                idx = list(range(len(tokens_n)))
-                targets = list(tokens_n)
-            else:
-                idx = [i for i, t in enumerate(tokens_p) if t is not None]
-                targets = [tokens_p[i] for i in idx]
+            idx, targets = references(mode)
             if not idx:
                 continue
             sel = torch.as_tensor(idx, device=dev)
@@ -238,11 +241,8 @@ class Transducer(nn.Module):
                 raise ValueError("ctc_scale > 0 needs a model built with a CTC output (HeadConfig.ctc)")
             if ctc_targets not in CTC_TARGETS:
                 raise ValueError(f"ctc_targets must be one of {', '.join(CTC_TARGETS)}, not {ctc_targets!r}")
-            if ctc_targets == "P" or (ctc_targets == "auto" and MODE_N not in self.trained_modes()):
-                idx = [i for i, t in enumerate(tokens_p) if t is not None]
-                targets = [tokens_p[i] for i in idx]
-            else:
-                idx, targets = list(range(len(tokens_n))), list(tokens_n)
+            p_targets = ctc_targets == "P" or (ctc_targets == "auto" and MODE_N not in self.trained_modes())
+            idx, targets = references(MODE_P if p_targets else MODE_N)
             if idx:
                 sel = torch.as_tensor(idx, device=dev)
                 out["loss_ctc"] = self.ctc_loss(encoder_out[sel], encoder_lens[sel], targets) / len(idx)

@@ -142,7 +142,7 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--warm-step", type=int, default=None,
                    help="Batches over which the pruned loss ramps up and the simple loss down [per encoder]")
     g.add_argument("--ctc-loss-scale", type=float, default=None,
-                   help="Weight of an auxiliary CTC loss on the encoder output (N targets; P for punct), as a "
+                   help="Weight of an auxiliary CTC loss on the encoder output (its references: --ctc-targets), as a "
                         "regulariser; decoding and export ignore the CTC output. 0: the model has no CTC output "
                         "[per encoder]")
     g.add_argument("--ctc-targets", choices=CTC_TARGETS, default="auto",
