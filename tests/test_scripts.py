@@ -1,5 +1,6 @@
 """The recipe's shell entry points parse options the icefall way and fail clearly."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,63 @@ def test_setup_env_tries_a_failed_dictionary_download_once(tmp_path):
     second = run("bash", "tools/setup_env.sh", env=env)
     assert second.returncode == 1, second.stdout + second.stderr
     assert "dict-gcide" not in second.stdout and calls.read_text() == tried
+
+
+EXTRA_VOICE_PACKAGES = ("libttspico-utils rhvoice rhvoice-english mbrola mbrola-us1 mbrola-us2 mbrola-us3 mbrola-en1 "
+                        "festvox-rablpc16k festlex-oald festvox-don").split()
+
+
+@pytest.mark.parametrize("apt_works", [True, False])
+def test_setup_env_installs_the_extra_voices_with_sources_of_its_own(tmp_path, apt_works):
+    # the extra voices are missing (everything else installed): apt-get runs with a source list
+    # and package lists of setup_env's own (contrib and non-free added), never the system's; a
+    # failure is logged, leaves a marker and is not retried
+    if os.geteuid() != 0:
+        pytest.skip("the extra voices are installed only as root (or with sudo)")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "apt-calls"
+    missing = "|".join(EXTRA_VOICE_PACKAGES)
+    scripts = {"apt-get": f"echo \"$*\" >> {calls}; exit {0 if apt_works else 100}",
+               "dpkg-query": f'case "$3" in {missing}) exit 1 ;; *) echo "install ok installed" ;; esac',
+               "df": "echo 'Filesystem 1024-blocks Used Available Capacity Mounted'; "
+                     "echo '/dev/x 100000000 98951424 1048576 99% /'"}
+    for name, body in scripts.items():
+        (fake / name).write_text(f"#!/bin/sh\n{body}\n")
+        (fake / name).chmod(0o755)
+    venv = tmp_path / "venv"
+    (venv / "share/gcide").mkdir(parents=True)
+    (venv / "share/gcide/download-failed").write_text("")  # no dictionary download in this test
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "ZPC_VENV": str(venv), "PYTHON": sys.executable, "HOME": str(tmp_path)}
+    system_sources = {p: p.read_bytes() for p in Path("/etc/apt").rglob("*") if p.is_file()}
+    first = run("bash", "tools/setup_env.sh", env=env)
+    assert first.returncode == 1 and "GB free where the venv goes" in first.stderr, first.stdout + first.stderr
+    lines = calls.read_text().splitlines()
+    own = venv / "share/extra-voices/apt"
+    opts = (f"-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts={own}/sources.list.d "
+            f"-o Dir::State::Lists={own}/lists")
+    assert lines[0].startswith(opts) and lines[0].endswith("update -qq")
+    if apt_works:
+        assert len(lines) == 2 and lines[1].startswith(opts)
+        assert lines[1].endswith("install -y -qq --no-install-recommends " + " ".join(EXTRA_VOICE_PACKAGES))
+        assert "Extra training voices installed" in first.stdout
+    else:
+        assert len(lines) == 1
+        assert "Could not install the extra training voices" in first.stdout
+        assert (venv / "share/extra-voices/install-failed").is_file()
+        second = run("bash", "tools/setup_env.sh", env=env)
+        assert second.returncode == 1 and calls.read_text().splitlines() == lines
+    assert {p: p.read_bytes() for p in Path("/etc/apt").rglob("*") if p.is_file()} == system_sources
+    debian = Path("/etc/apt/sources.list.d/debian.sources")
+    if debian.is_file():
+        ours = (own / "sources.list.d/debian.sources").read_text().splitlines()
+        theirs = debian.read_text().splitlines()
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            if b.startswith("Components:") and " main" in b:
+                assert set(a.split()) == set(b.split()) | {"contrib", "non-free"}
+            else:
+                assert a == b
 
 
 def test_stage_times_book_a_call_that_died_and_sum_over_calls(tmp_path):

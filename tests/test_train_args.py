@@ -1,6 +1,7 @@
 """train.py option defaults per encoder (fast)."""
 
 import math
+import os
 
 import pytest
 
@@ -199,3 +200,26 @@ def test_cooldown_needs_max_batches():
         r = subprocess.run([sys.executable, "-m", "zipformer_pc.training.train", *BASE, *bad],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode != 0 and "--lr-cooldown-batches" in r.stderr, (bad, r.stderr[-300:])
+
+
+def test_a_second_training_on_the_same_exp_dir_refuses_to_start(tmp_path):
+    """Two runs on one --exp-dir would write the same checkpoint names: the second stops at once,
+    naming the process that holds the directory; the lock goes with the process that held it."""
+    import subprocess
+    import sys
+
+    from zipformer_pc.training.train import lock_exp_dir
+
+    exp = tmp_path / "exp"
+    held = lock_exp_dir(exp)
+    cmd = [sys.executable, "-m", "zipformer_pc.training.train", "--train-cuts", "t.jsonl.gz", "--valid-cuts",
+           "v.jsonl.gz", "--bpe-model", "b.model", "--exp-dir", str(exp)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert f"Another training is running on {exp} (process {os.getpid()})" in r.stderr
+    with pytest.raises(SystemExit, match="Another training is running"):
+        lock_exp_dir(exp)  # another open file of this process: refused as well
+    held.close()
+    again = lock_exp_dir(exp)  # free once its holder let go
+    assert (exp / ".train.lock").read_text() == f"{os.getpid()}\n"
+    again.close()

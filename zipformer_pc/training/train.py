@@ -38,6 +38,7 @@ each log lists every parameter), ``tensorboard/`` and ``model_config.json``.
 """
 
 import argparse
+import fcntl
 import json
 import logging
 import math
@@ -804,6 +805,27 @@ class RngRestoringLoader:
         return batches
 
 
+def lock_exp_dir(exp_dir: Path):
+    """Hold an exclusive lock on ``exp_dir`` for the life of the returned file
+    (the OS drops it when the process ends, however it ends): a second training
+    on the same directory would write the same checkpoints, so it must refuse."""
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    f = open(exp_dir / ".train.lock", "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise SystemExit(f"Another training is running on {exp_dir} (process {holder}): wait for it or stop it "
+                         "(pgrep -af zipformer_pc.training.train), or give another --exp-dir")
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
+
 def main() -> None:
     args = get_parser().parse_args()
     args.defaults_filled = apply_training_defaults(args)
@@ -822,10 +844,14 @@ def main() -> None:
         raise SystemExit("--lr-cooldown-batches C needs --max-batches N with N >= C > 0 (the last C batches of the "
                          f"run train at a rate falling linearly towards 0), got C={args.lr_cooldown_batches} "
                          f"and N={args.max_batches}")
-    if args.world_size > 1:
-        mp.spawn(run, args=(args.world_size, args), nprocs=args.world_size, join=True)
-    else:
-        run(0, 1, args)
+    lock = lock_exp_dir(Path(args.exp_dir))
+    try:
+        if args.world_size > 1:
+            mp.spawn(run, args=(args.world_size, args), nprocs=args.world_size, join=True)
+        else:
+            run(0, 1, args)
+    finally:
+        lock.close()
 
 
 if __name__ == "__main__":
