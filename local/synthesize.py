@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 # tts.py is this script's sibling: its folder is on sys.path when run as `python local/synthesize.py`
-from tts import (EXTRA_VOICES, MIXED_WIDE_SHARE, OOD_VOICES, TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES,
+from tts import (ESPEAK_ENGINES, EXTRA_VOICES, MIXED_WIDE_SHARE, OOD_VOICES, TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES,
                  Synthesizer, Voice, check_tools, voice_dict)
 
 from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
@@ -139,7 +139,7 @@ def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "defau
     else:
         v = voices[rng.randrange(len(voices))]
     rate = pitch = 0
-    if v.engine in ("espeak-ng", "mbrola"):
+    if v.engine in ESPEAK_ENGINES:
         rate = int(round(v.rate * rng.uniform(*r["rate"])))
         pitch = max(0, min(99, v.pitch + rng.randint(-r["pitch"], r["pitch"])))
     params = {

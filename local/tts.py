@@ -43,6 +43,9 @@ APT_PACKAGE = {"espeak-ng": "espeak-ng", "festival": "festival festvox-kallpc16k
                "flite": "flite", "sox": "sox", "pico2wave": "libttspico-utils", "RHVoice-test": "rhvoice",
                "mbrola": "mbrola"}
 
+# The engines espeak-ng drives, whose rate and pitch options apply.
+ESPEAK_ENGINES = ("espeak-ng", "mbrola")
+
 # The commands each engine runs (piper runs in Python).
 ENGINE_COMMANDS = {"espeak-ng": ("espeak-ng",), "festival": ("festival",), "flite": ("flite",),
                    "pico": ("pico2wave",), "rhvoice": ("RHVoice-test",), "mbrola": ("espeak-ng", "mbrola"),
@@ -201,7 +204,7 @@ def missing_tools(voices: List[Voice]) -> Tuple[List[str], List[str], List[str]]
     apt = [APT_PACKAGE[t] for t in what]
     pip: List[str] = []
     for v in voices:
-        if v.voice in VOICE_DATA and v.engine in ("pico", "rhvoice", "mbrola", "festival"):
+        if v.voice in VOICE_DATA:
             path, pkg = VOICE_DATA[v.voice]
             if not os.path.exists(path) and pkg not in apt:
                 what.append(f"voice {v.name}")
@@ -310,7 +313,7 @@ class Synthesizer:
         effect arguments) run after the pitch shift and the tempo change."""
         with tempfile.TemporaryDirectory(prefix="zpc_tts_") as tmp:
             raw = os.path.join(tmp, "raw.wav")
-            if voice.engine in ("espeak-ng", "mbrola"):
+            if voice.engine in ESPEAK_ENGINES:
                 cmd = ["espeak-ng", "-v", voice.voice, "-w", raw]
                 if rate:
                     cmd += ["-s", str(rate)]

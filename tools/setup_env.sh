@@ -49,17 +49,19 @@ log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (setup_env) $*"; }
 # root, or sudo without a password prompt: may optional packages be installed?
 root_available() { [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+# is the Debian package $1 installed?
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 # ------------------------------------------------------------- Debian packages
 if $with_apt && command -v dpkg-query >/dev/null 2>&1; then
   missing=()
   for p in "${APT_PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    if ! installed "$p"; then
       missing+=("$p")
     fi
   done
   for p in "${BROWSER_PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    if ! installed "$p"; then
       if root_available; then
         missing+=("$p")
       else
@@ -119,7 +121,7 @@ voices_failed="$VENV/share/extra-voices/install-failed"
 if $with_apt && command -v apt-get >/dev/null 2>&1 && [ ! -f "$voices_failed" ] && root_available; then
   missing=()
   for p in "${EXTRA_VOICE_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    installed "$p" || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
     log "Installing the extra training voices: ${missing[*]}"
