@@ -396,6 +396,33 @@ def test_init_from_copies_the_encoder_and_maps_single_heads(tmp_path):
     assert torch.equal(after["decoders.main.conv.weight"], sd["decoders.main.conv.weight"])
 
 
+def test_init_from_widens_the_predictor_context_without_changing_its_outputs(tmp_path):
+    """--context-size K > the init model's: the trained taps see the newest
+    tokens, the older tokens' taps start at zero, so the predictor's outputs
+    are those of the init model until training moves the new taps."""
+    from zipformer_pc.training.checkpoint import init_from_checkpoint
+
+    src = small_model("conditioned", seed=1)
+    _save(src, tmp_path / "c2.pt")
+    torch.manual_seed(4)
+    wide = build_model(make_model_config(
+        "tiny", {"encoder_dim": "64", "feedforward_dim": "128", "num_heads": "2", "encoder_unmasked_dim": "64",
+                 "num_encoder_layers": "1,1,1,1,1,1"},
+        HeadConfig(model_type="conditioned", vocab_size=VOCAB, decoder_dim=64, joiner_dim=64, mode_dim=8,
+                   context_size=6)))
+    got = init_from_checkpoint(wide, tmp_path / "c2.pt", ["encoder", "decoders", "joiners"])
+    assert "decoders.main.conv.weight" in got["copied"] and got["kept"] == []
+    w = wide.state_dict()["decoders.main.conv.weight"]
+    assert w.shape[2] == 6 and torch.equal(w[..., -2:], src.state_dict()["decoders.main.conv.weight"])
+    assert not w[..., :-2].any()
+    y = torch.randint(1, VOCAB, (4, 12), generator=torch.Generator().manual_seed(0))
+    for mode in (MODE_N, MODE_P):
+        assert torch.allclose(wide.decoders["main"](y, mode=mode), src.decoders["main"](y, mode=mode), atol=1e-6)
+    with torch.no_grad():  # the widened taps are real: an older token now changes the output
+        wide.decoders["main"].conv.weight[..., 0] = 0.1
+    assert not torch.allclose(wide.decoders["main"](y, mode=MODE_P), src.decoders["main"](y, mode=MODE_P))
+
+
 def test_init_from_rejects_another_encoder_and_unknown_modules(tmp_path):
     from zipformer_pc.training.checkpoint import init_from_checkpoint
 

@@ -223,3 +223,27 @@ def test_a_second_training_on_the_same_exp_dir_refuses_to_start(tmp_path):
     again = lock_exp_dir(exp)  # free once its holder let go
     assert (exp / ".train.lock").read_text() == f"{os.getpid()}\n"
     again.close()
+
+
+def test_context_size_with_init_from_keeps_the_init_models_or_widens_it(tmp_path):
+    import torch
+
+    from zipformer_pc.model.transducer import HeadConfig, make_model_config
+    from zipformer_pc.training.train import model_config_for_init
+
+    cfg = make_model_config("tiny", {}, HeadConfig(model_type="conditioned", vocab_size=64, context_size=2))
+    torch.save({"model": {}, "model_config": cfg}, tmp_path / "init.pt")
+    init = ["--init-from", str(tmp_path / "init.pt")]
+
+    def context(*extra):
+        args, _ = parse(*init, *extra)
+        return model_config_for_init(args, 64, True)["head"]["context_size"]
+
+    copied = ["--init-modules", "encoder,decoders,joiners"]
+    assert context(*copied) == 2  # not given: the init model's
+    assert context(*copied, "--context-size", "16") == 16  # widened (init_from_checkpoint pads the taps)
+    with pytest.raises(SystemExit, match="can only be widened"):
+        context(*copied, "--context-size", "1")
+    assert context("--context-size", "1") == 1  # a fresh predictor (--init-modules encoder) may have any
+    args, _ = parse()
+    assert args.context_size is None  # from scratch: HeadConfig's 2 (model_config_from_args)

@@ -310,6 +310,11 @@ def _is_narrower_token_embedding(name: str, src: torch.Tensor, dst: torch.Tensor
             and src.size(0) == dst.size(0) and src.size(1) > dst.size(1))
 
 
+def _is_shorter_predictor_conv(name: str, src: torch.Tensor, dst: torch.Tensor) -> bool:
+    return (name.startswith("decoders.") and name.endswith(".conv.weight") and src.dim() == dst.dim() == 3
+            and src.shape[:2] == dst.shape[:2] and src.size(2) < dst.size(2))
+
+
 INIT_MODULES = ("encoder", "decoders", "joiners", "simple_am_proj", "simple_lm_proj", "ctc_output")
 
 
@@ -321,7 +326,9 @@ def init_from_checkpoint(model: torch.nn.Module, path: Path, modules: List[str])
     predictor's mode embedding when starting from a ``norm`` model).  One
     exception: a ``norm`` predictor's token embedding seeds the narrower one
     of a ``conditioned`` predictor (whose input is ``[token; mode]``, as wide
-    as the norm's) with its leading columns.  Takes the checkpoint's final weights,
+    as the norm's) with its leading columns; and a predictor of a longer
+    context (``--context-size``) gets the trained convolution taps for the
+    newest tokens, zeros for the older ones (same outputs at the start).  Takes the checkpoint's final weights,
     not its running average.  Returns ``{"copied": [...], "kept": [...]}``
     (target names) and raises ``ValueError`` when the encoder cannot be
     copied whole (a different encoder configuration).
@@ -356,6 +363,13 @@ def init_from_checkpoint(model: torch.nn.Module, path: Path, modules: List[str])
             # leading columns, so the copied convolution sees the trained
             # token features it was trained on (the mode channels start fresh)
             new_sd[k] = src_sd[src_k][:, : v.size(1)]
+            copied.append(k)
+        elif src_k in src_sd and _is_shorter_predictor_conv(k, src_sd[src_k], v):
+            # a wider predictor context (--context-size): the trained taps see
+            # the newest tokens, as before; the older tokens' taps start at 0
+            wide = torch.zeros_like(v)
+            wide[..., -src_sd[src_k].size(2):] = src_sd[src_k]
+            new_sd[k] = wide
             copied.append(k)
         else:
             kept.append(k)

@@ -113,7 +113,10 @@ def get_parser() -> argparse.ArgumentParser:
                    help="Expansion of the front end's ConvNeXt MLP (config default: 3; 0: no ConvNeXt block)")
     g.add_argument("--decoder-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
     g.add_argument("--joiner-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
-    g.add_argument("--context-size", type=int, default=2)
+    g.add_argument("--context-size", type=int, default=None,
+                   help="Tokens the predictor sees (default 2; with --init-from: the init model's, or a larger "
+                        "number, which widens a copied predictor: the older tokens' taps start at zero, so "
+                        "training starts from the init model's outputs)")
     g.add_argument("--mode-dim", type=int, default=12, help="Mode embedding size (conditioned)")
     g.add_argument("--embed-init-std", type=float, default=None,
                    help="Initial std of the predictor's token and mode embeddings (1.0 as icefall; 0: "
@@ -321,7 +324,7 @@ def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dic
         vocab_size=vocab_size,
         decoder_dim=args.decoder_dim or head_dim(args.encoder),
         joiner_dim=args.joiner_dim or head_dim(args.encoder),
-        context_size=args.context_size,
+        context_size=args.context_size or 2,
         mode_dim=args.mode_dim,
         with_simple_proj=with_simple_proj,
         ctc=args.ctc_loss_scale > 0,
@@ -360,6 +363,14 @@ def model_config_for_init(args, vocab_size: int, with_simple_proj: bool) -> Dict
     config["encoder"] = encoder
     for f in ("decoder_dim", "joiner_dim", "context_size", "mode_dim"):
         config["head"][f] = src["head"][f]
+    if args.context_size is not None and args.context_size != src["head"]["context_size"]:
+        if args.context_size < src["head"]["context_size"] and "decoders" in args.init_modules.split(","):
+            raise SystemExit(
+                f"--context-size {args.context_size} with --init-from {args.init_from} (context "
+                f"{src['head']['context_size']}): a copied predictor can only be widened (or leave decoders out "
+                f"of --init-modules: a fresh predictor)"
+            )
+        config["head"]["context_size"] = args.context_size
     logging.info(f"--init-from {args.init_from}: its encoder and predictor/joiner sizes are used "
                  f"(encoder {json.dumps(encoder)})")
     return config
