@@ -206,9 +206,10 @@ def missing_tools(voices: List[Voice]) -> Tuple[List[str], List[str], List[str]]
     for v in voices:
         if v.voice in VOICE_DATA:
             path, pkg = VOICE_DATA[v.voice]
-            if not os.path.exists(path) and pkg not in apt:
+            if not os.path.exists(path):
                 what.append(f"voice {v.name}")
-                apt.append(pkg)
+                if pkg not in apt:
+                    apt.append(pkg)
         if v.engine == "piper":
             for module, dist in PIPER_MODULES:
                 if importlib.util.find_spec(module) is None and dist not in pip:
