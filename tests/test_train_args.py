@@ -245,5 +245,10 @@ def test_context_size_with_init_from_keeps_the_init_models_or_widens_it(tmp_path
     with pytest.raises(SystemExit, match="can only be widened"):
         context(*copied, "--context-size", "1")
     assert context("--context-size", "1") == 1  # a fresh predictor (--init-modules encoder) may have any
+    from zipformer_pc.training.train import model_config_from_args
+
     args, _ = parse()
-    assert args.context_size is None  # from scratch: HeadConfig's 2 (model_config_from_args)
+    assert args.context_size is None and model_config_from_args(args, 64, True)["head"]["context_size"] == 2
+    args, _ = parse("--context-size", "0")
+    with pytest.raises(ValueError, match="--context-size must be >= 1"):  # not silently 2
+        model_config_from_args(args, 64, True)

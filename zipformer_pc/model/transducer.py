@@ -60,6 +60,8 @@ class HeadConfig:
     def __post_init__(self) -> None:
         if self.model_type not in MODEL_TYPES:
             raise ValueError(f"--model-type must be one of {', '.join(MODEL_TYPES)}, not {self.model_type!r}")
+        if self.context_size < 1:
+            raise ValueError(f"--context-size must be >= 1, got {self.context_size}")
 
 
 def modes_of(model_type: str) -> List[int]:

@@ -328,8 +328,8 @@ def init_from_checkpoint(model: torch.nn.Module, path: Path, modules: List[str])
     of a ``conditioned`` predictor (whose input is ``[token; mode]``, as wide
     as the norm's) with its leading columns; and a predictor of a longer
     context (``--context-size``) gets the trained convolution taps for the
-    newest tokens, zeros for the older ones (same outputs at the start).  Takes the checkpoint's final weights,
-    not its running average.  Returns ``{"copied": [...], "kept": [...]}``
+    newest tokens, zeros for the older ones (same outputs at the start).
+    Takes the checkpoint's final weights, not its running average.  Returns ``{"copied": [...], "kept": [...]}``
     (target names) and raises ``ValueError`` when the encoder cannot be
     copied whole (a different encoder configuration).
     """
