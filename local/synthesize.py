@@ -57,8 +57,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 # tts.py is this script's sibling: its folder is on sys.path when run as `python local/synthesize.py`
-from tts import (ESPEAK_ENGINES, EXTRA_VOICES, MIXED_WIDE_SHARE, OOD_VOICES, TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES,
-                 Synthesizer, Voice, check_tools, voice_dict)
+from tts import (ESPEAK_ENGINES, EXTRA_VOICES, MIXED_WIDE_SHARE, OOD_VOICES, TRAIN_VOICES, WIDE_ESPEAK_SHARE,
+                 WIDE_VOICES, Synthesizer, Voice, check_tools, voice_dict)
 
 from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
 

@@ -324,7 +324,7 @@ def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dic
         vocab_size=vocab_size,
         decoder_dim=args.decoder_dim or head_dim(args.encoder),
         joiner_dim=args.joiner_dim or head_dim(args.encoder),
-        context_size=2 if args.context_size is None else args.context_size,
+        context_size=HeadConfig.context_size if args.context_size is None else args.context_size,
         mode_dim=args.mode_dim,
         with_simple_proj=with_simple_proj,
         ctc=args.ctc_loss_scale > 0,
