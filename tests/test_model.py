@@ -19,9 +19,10 @@ from zipformer_pc.modes import MODE_N, MODE_P
 VOCAB = 40
 
 
-def small_model(model_type: str, seed: int = 0) -> Transducer:
+def small_model(model_type: str, seed: int = 0, context_size: int = 2) -> Transducer:
     torch.manual_seed(seed)
-    head = HeadConfig(model_type=model_type, vocab_size=VOCAB, decoder_dim=64, joiner_dim=64, mode_dim=8)
+    head = HeadConfig(model_type=model_type, vocab_size=VOCAB, decoder_dim=64, joiner_dim=64, mode_dim=8,
+                      context_size=context_size)
     cfg = make_model_config(
         "tiny",
         {"encoder_dim": "64", "feedforward_dim": "128", "num_heads": "2", "encoder_unmasked_dim": "64",
@@ -404,12 +405,7 @@ def test_init_from_widens_the_predictor_context_without_changing_its_outputs(tmp
 
     src = small_model("conditioned", seed=1)
     _save(src, tmp_path / "c2.pt")
-    torch.manual_seed(4)
-    wide = build_model(make_model_config(
-        "tiny", {"encoder_dim": "64", "feedforward_dim": "128", "num_heads": "2", "encoder_unmasked_dim": "64",
-                 "num_encoder_layers": "1,1,1,1,1,1"},
-        HeadConfig(model_type="conditioned", vocab_size=VOCAB, decoder_dim=64, joiner_dim=64, mode_dim=8,
-                   context_size=6)))
+    wide = small_model("conditioned", seed=4, context_size=6)
     got = init_from_checkpoint(wide, tmp_path / "c2.pt", ["encoder", "decoders", "joiners"])
     assert "decoders.main.conv.weight" in got["copied"] and got["kept"] == []
     w = wide.state_dict()["decoders.main.conv.weight"]

@@ -229,7 +229,7 @@ def test_context_size_with_init_from_keeps_the_init_models_or_widens_it(tmp_path
     import torch
 
     from zipformer_pc.model.transducer import HeadConfig, make_model_config
-    from zipformer_pc.training.train import model_config_for_init
+    from zipformer_pc.training.train import model_config_for_init, model_config_from_args
 
     cfg = make_model_config("tiny", {}, HeadConfig(model_type="conditioned", vocab_size=64, context_size=2))
     torch.save({"model": {}, "model_config": cfg}, tmp_path / "init.pt")
@@ -245,8 +245,6 @@ def test_context_size_with_init_from_keeps_the_init_models_or_widens_it(tmp_path
     with pytest.raises(SystemExit, match="can only be widened"):
         context(*copied, "--context-size", "1")
     assert context("--context-size", "1") == 1  # a fresh predictor (--init-modules encoder) may have any
-    from zipformer_pc.training.train import model_config_from_args
-
     args, _ = parse()
     assert args.context_size is None and model_config_from_args(args, 64, True)["head"]["context_size"] == 2
     args, _ = parse("--context-size", "0")
