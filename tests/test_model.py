@@ -13,16 +13,17 @@ from zipformer_pc.training.checkpoint import (
 )
 from zipformer_pc.model.decoder import Decoder
 from zipformer_pc.model.loss import LossConfig
-from zipformer_pc.model.transducer import HeadConfig, Transducer, build_model, make_model_config
+from zipformer_pc.model.transducer import (SENTENCE_END_FRAMES, HeadConfig, Transducer, build_model,
+                                           make_model_config, sentence_end_classes)
 from zipformer_pc.modes import MODE_N, MODE_P
 
 VOCAB = 40
 
 
-def small_model(model_type: str, seed: int = 0, context_size: int = 2) -> Transducer:
+def small_model(model_type: str, seed: int = 0, context_size: int = 2, **head_options) -> Transducer:
     torch.manual_seed(seed)
     head = HeadConfig(model_type=model_type, vocab_size=VOCAB, decoder_dim=64, joiner_dim=64, mode_dim=8,
-                      context_size=context_size)
+                      context_size=context_size, **head_options)
     cfg = make_model_config(
         "tiny",
         {"encoder_dim": "64", "feedforward_dim": "128", "num_heads": "2", "encoder_unmasked_dim": "64",
@@ -470,3 +471,42 @@ def test_auxiliary_ctc_loss_adds_to_the_loss_and_trains_its_output():
     assert abs(p["loss_ctc"].item() - n["loss_ctc"].item()) > 1e-3
     with pytest.raises(ValueError, match="ctc_targets"):
         model(feats, lens, tn, tp, ctc_scale=0.3, ctc_targets="PN")
+
+
+def test_sentence_end_classes_come_from_the_mark_ending_the_p_reference():
+    classes = sentence_end_classes(["He came.", "Did he come? ", None, "and so,", "Yes. Did he?", ""])
+    assert classes.tolist() == [0, 1, -1, -1, 1, -1]
+
+
+def test_sentence_end_loss_classifies_the_last_encoder_frames_of_the_utterances_with_a_class():
+    model = small_model("conditioned", sentence_end=True)
+    feats, lens, tn, tp = batch()
+    classes = torch.tensor([1, -1, 0])  # the second utterance is not counted
+    model.eval()
+    a = model(feats, lens, tn, tp, alpha=0.5)
+    assert float(a["loss_end"]) == 0.0
+    b = model(feats, lens, tn, tp, alpha=0.5, sentence_end_scale=2.0, end_classes=classes)
+    torch.testing.assert_close(b["loss"], a["loss"] + 2.0 * b["loss_end"])
+    # by hand: each counted utterance's mean cross-entropy over its last SENTENCE_END_FRAMES frames
+    enc, enc_lens = model.encode(feats, lens)
+    assert int(enc_lens.min()) > SENTENCE_END_FRAMES
+    per_utt = []
+    for i, c in ((0, 1), (2, 0)):
+        n = int(enc_lens[i])
+        logp = model.sentence_end_output(enc[i, n - SENTENCE_END_FRAMES:n]).log_softmax(-1)
+        per_utt.append(-float(logp[:, c].mean().detach()))
+    assert abs(b["loss_end"].item() - sum(per_utt) / 2) < 1e-4
+    model.train()
+    out = model(feats, lens, tn, tp, alpha=0.5, sentence_end_scale=2.0, end_classes=classes)
+    out["loss"].backward()
+    assert model.sentence_end_output.weight.grad.abs().sum() > 0
+    assert model.encoder.encoder_embed.conv[0].weight.grad.abs().sum() > 0
+    # no utterance with a class: no term
+    model.eval()
+    none = model(feats, lens, tn, tp, alpha=0.5, sentence_end_scale=2.0, end_classes=torch.tensor([-1, -1, -1]))
+    assert float(none["loss_end"]) == 0.0
+    torch.testing.assert_close(none["loss"], a["loss"])
+    with pytest.raises(ValueError, match="sentence-end output"):
+        small_model("conditioned")(feats, lens, tn, tp, sentence_end_scale=1.0, end_classes=classes)
+    with pytest.raises(ValueError, match="one end class per utterance"):
+        model(feats, lens, tn, tp, sentence_end_scale=1.0)

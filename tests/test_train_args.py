@@ -250,3 +250,28 @@ def test_context_size_with_init_from_keeps_the_init_models_or_widens_it(tmp_path
     args, _ = parse("--context-size", "0")
     with pytest.raises(ValueError, match="--context-size must be >= 1"):  # not silently 2
         model_config_from_args(args, 64, True)
+
+
+def test_the_sentence_end_loss_builds_its_output_and_a_fine_tune_adds_it(tmp_path):
+    import torch
+
+    from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
+    from zipformer_pc.training.checkpoint import init_from_checkpoint
+    from zipformer_pc.training.train import init_modules, model_config_for_init, model_config_from_args
+
+    args, _ = parse()
+    assert args.sentence_end_loss_scale == 0 and not model_config_from_args(args, 64, True)["head"]["sentence_end"]
+    args, _ = parse("--sentence-end-loss-scale", "10")
+    assert model_config_from_args(args, 64, True)["head"]["sentence_end"]
+    # from a model trained without it: the output is added, fresh; everything else is copied
+    torch.manual_seed(0)
+    src = build_model(make_model_config("tiny", {}, HeadConfig(model_type="conditioned", vocab_size=64)))
+    torch.save({"model": src.state_dict(), "model_config": make_model_config(
+        "tiny", {}, HeadConfig(model_type="conditioned", vocab_size=64))}, tmp_path / "init.pt")
+    args, _ = parse("--init-from", str(tmp_path / "init.pt"), "--sentence-end-loss-scale", "10",
+                    "--init-modules", "encoder, decoders,joiners,sentence_end_output")
+    assert init_modules(args) == ["encoder", "decoders", "joiners", "sentence_end_output"]
+    model = build_model(model_config_for_init(args, 64, False))
+    got = init_from_checkpoint(model, tmp_path / "init.pt", init_modules(args))
+    assert sorted(got["kept"]) == ["sentence_end_output.bias", "sentence_end_output.weight"]
+    torch.testing.assert_close(model.joiners["main"].output_linear.weight, src.joiners["main"].output_linear.weight)

@@ -136,7 +136,7 @@ shipped_init() {
     echo --init-from "$out_dir/$name.pt" --init-modules "$all_modules" --warm-step 0
   fi
 }
-all_modules=encoder,decoders,joiners,simple_am_proj,simple_lm_proj,ctc_output
+all_modules=encoder,decoders,joiners,simple_am_proj,simple_lm_proj,ctc_output,sentence_end_output
 
 if run_this 1 && wants norm; then
   # shellcheck disable=SC2046

@@ -41,6 +41,21 @@ def head_dim(encoder: str) -> int:
 #: references of the auxiliary CTC loss (``Transducer.forward``'s ``ctc_targets``)
 CTC_TARGETS = ("auto", "N", "P")
 
+#: classes of the auxiliary sentence-end loss (``--sentence-end-loss-scale``): the mark
+#: that ends an utterance's P reference
+SENTENCE_END_MARKS = (".", "?")
+#: encoder output frames (25 Hz) at an utterance's end that the sentence-end loss classifies
+SENTENCE_END_FRAMES = 16
+
+
+def sentence_end_classes(texts_p: Sequence[Optional[str]]) -> torch.Tensor:
+    """Class of each utterance for the sentence-end loss: the index in
+    :data:`SENTENCE_END_MARKS` of the mark its P reference ends with, -1 when it
+    has no P reference or ends otherwise (e.g. with a comma: cut mid-sentence)."""
+    ends = [(t.rstrip()[-1:] if t else "") for t in texts_p]
+    return torch.tensor([SENTENCE_END_MARKS.index(e) if e in SENTENCE_END_MARKS else -1 for e in ends],
+                        dtype=torch.long)
+
 
 @dataclass
 class HeadConfig:
@@ -53,6 +68,8 @@ class HeadConfig:
     mode_dim: int = 12  # conditioned only
     with_simple_proj: bool = False  # k2 pruned loss needs the "simple" projections
     ctc: bool = False  # an auxiliary CTC output on the encoder (training only)
+    #: an auxiliary classifier of the utterance's final mark on the encoder's last frames (training only)
+    sentence_end: bool = False
     #: initial std of the predictor's embeddings (zipformer_pc.model.decoder.Decoder);
     #: only the initialisation depends on it
     embed_init_std: Optional[float] = None
@@ -102,6 +119,10 @@ class Transducer(nn.Module):
         self.ctc_output = (
             nn.Sequential(nn.Dropout(0.1), nn.Linear(enc_dim, cfg.vocab_size)) if cfg.ctc else None
         )
+        # Auxiliary sentence-end classifier (--sentence-end-loss-scale): makes the
+        # encoder carry, where an utterance ends, whether its last sentence is a
+        # question; training only, like the CTC output.
+        self.sentence_end_output = nn.Linear(enc_dim, len(SENTENCE_END_MARKS)) if cfg.sentence_end else None
 
     @property
     def model_type(self) -> str:
@@ -179,6 +200,8 @@ class Transducer(nn.Module):
         ctc_scale: float = 0.0,
         encoder_out: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
         ctc_targets: str = "auto",
+        sentence_end_scale: float = 0.0,
+        end_classes: Optional[torch.Tensor] = None,
     ) -> Dict[str, torch.Tensor]:
         """
         Args:
@@ -195,11 +218,15 @@ class Transducer(nn.Module):
           encoder_out: (output, lengths) of the encoder computed beforehand (a
             frozen encoder's cache, ``training.encoder_cache``): the features
             are then not encoded.
+          sentence_end_scale: weight of the auxiliary sentence-end loss (needs
+            ``HeadConfig.sentence_end``), added to the transducer loss.
+          end_classes: (N,) each utterance's class for it
+            (:func:`sentence_end_classes`, -1: not counted).
         Returns:
           dict with ``loss`` (to backpropagate), ``loss_n`` / ``loss_p``
           (per-utterance means, 0 when absent), ``num_n`` / ``num_p``
-          (utterances behind each term), ``loss_ctc`` (per-utterance mean, 0
-          when unused) and ``frames`` (encoder frames).
+          (utterances behind each term), ``loss_ctc`` and ``loss_end``
+          (per-utterance means, 0 when unused) and ``frames`` (encoder frames).
         """
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha}")
@@ -212,7 +239,7 @@ class Transducer(nn.Module):
         out: Dict[str, torch.Tensor] = {
             "loss_n": zero, "loss_p": zero,
             "num_n": torch.tensor(0, device=dev), "num_p": torch.tensor(0, device=dev),
-            "frames": encoder_lens.sum(), "loss_ctc": zero,
+            "frames": encoder_lens.sum(), "loss_ctc": zero, "loss_end": zero,
         }
 
         def references(mode: str) -> Tuple[List[int], List[Sequence[int]]]:
@@ -249,6 +276,17 @@ class Transducer(nn.Module):
                 sel = torch.as_tensor(idx, device=dev)
                 out["loss_ctc"] = self.ctc_loss(encoder_out[sel], encoder_lens[sel], targets) / len(idx)
                 terms.append(ctc_scale * out["loss_ctc"])
+        if sentence_end_scale > 0:
+            if self.sentence_end_output is None:
+                raise ValueError("sentence_end_scale > 0 needs a model built with a sentence-end output "
+                                 "(HeadConfig.sentence_end)")
+            if end_classes is None or len(end_classes) != encoder_out.size(0):
+                raise ValueError("sentence_end_scale > 0 needs one end class per utterance (end_classes)")
+            keep = end_classes.to(dev) >= 0
+            if bool(keep.any()):
+                out["loss_end"] = self.sentence_end_loss(encoder_out[keep], encoder_lens[keep],
+                                                         end_classes.to(dev)[keep]) / int(keep.sum())
+                terms.append(sentence_end_scale * out["loss_end"])
         out["loss"] = sum(terms) if terms else zero
         return out
 
@@ -262,6 +300,19 @@ class Transducer(nn.Module):
         # zero_infinity: an utterance with more tokens than frames adds 0, not inf
         return nn.functional.ctc_loss(log_probs.transpose(0, 1), flat, encoder_lens, target_lens,
                                       blank=self.cfg.blank_id, reduction="sum", zero_infinity=True)
+
+    def sentence_end_loss(self, encoder_out: torch.Tensor, encoder_lens: torch.Tensor,
+                          classes: torch.Tensor) -> torch.Tensor:
+        """Summed over utterances: the cross-entropy of each utterance's class on each of
+        its last :data:`SENTENCE_END_FRAMES` encoder frames, averaged over those frames."""
+        assert self.sentence_end_output is not None
+        t = torch.arange(encoder_out.size(1), device=encoder_out.device)[None, :]
+        lens = encoder_lens[:, None]
+        last = (t < lens) & (t >= lens - SENTENCE_END_FRAMES)
+        logits = self.sentence_end_output(encoder_out).float()
+        ce = nn.functional.cross_entropy(logits.transpose(1, 2), classes[:, None].expand(-1, t.size(1)),
+                                         reduction="none")
+        return ((ce * last).sum(1) / last.sum(1).clamp(min=1)).sum()
 
     def head_config(self) -> Dict[str, object]:
         return asdict(self.cfg)

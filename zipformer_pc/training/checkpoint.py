@@ -315,7 +315,10 @@ def _is_shorter_predictor_conv(name: str, src: torch.Tensor, dst: torch.Tensor) 
             and src.shape[:2] == dst.shape[:2] and src.size(2) < dst.size(2))
 
 
-INIT_MODULES = ("encoder", "decoders", "joiners", "simple_am_proj", "simple_lm_proj", "ctc_output")
+INIT_MODULES = ("encoder", "decoders", "joiners", "simple_am_proj", "simple_lm_proj", "ctc_output",
+                "sentence_end_output")
+#: module groups with one copy per model (the others have one per head and are matched by name)
+_SHARED_MODULES = ("encoder", "ctc_output", "sentence_end_output")
 
 
 def init_from_checkpoint(model: torch.nn.Module, path: Path, modules: List[str]) -> Dict[str, List[str]]:
@@ -341,7 +344,7 @@ def init_from_checkpoint(model: torch.nn.Module, path: Path, modules: List[str])
         raise ValueError(f"{path} is not a training checkpoint (no 'model' weights)")
     src_sd = src["model"]
     dst_sd = model.state_dict()
-    maps = {g: _head_map(list(src_sd), list(dst_sd), g) for g in INIT_MODULES if g not in ("encoder", "ctc_output")}
+    maps = {g: _head_map(list(src_sd), list(dst_sd), g) for g in INIT_MODULES if g not in _SHARED_MODULES}
     copied, kept, new_sd = [], [], {}
     for k, v in dst_sd.items():
         group = k.split(".")[0]

@@ -60,7 +60,8 @@ from zipformer_pc.data.datamodule import PCAsrDataModule
 from zipformer_pc.data.references import any_auto_punct
 from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.model.loss import LossConfig, resolve_backend
-from zipformer_pc.model.transducer import CTC_TARGETS, HeadConfig, Transducer, build_model, head_dim, make_model_config
+from zipformer_pc.model.transducer import (CTC_TARGETS, HeadConfig, Transducer, build_model, head_dim,
+                                           make_model_config, sentence_end_classes)
 from zipformer_pc.model.zipformer import ENCODER_CONFIGS, count_parameters
 from zipformer_pc.modes import MODEL_TYPES
 from zipformer_pc.options import str2bool
@@ -132,7 +133,8 @@ def get_parser() -> argparse.ArgumentParser:
                         "once by python -m zipformer_pc.training.encoder_cache from the --init-from checkpoint")
     g.add_argument("--init-modules", default="encoder",
                    help="Comma list of what --init-from copies: encoder, decoders, joiners, simple_am_proj, "
-                        "simple_lm_proj. Heads are matched by name, or all from a single-head model.")
+                        "simple_lm_proj, ctc_output, sentence_end_output. Heads are matched by name, or all from a "
+                        "single-head model.")
 
     g = p.add_argument_group("loss")
     g.add_argument("--alpha", type=float, default=0.5, help="Weight of the punctuated loss L_P")
@@ -152,6 +154,10 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--ctc-targets", choices=CTC_TARGETS, default="auto",
                    help="References of the auxiliary CTC loss: auto (N; P for punct), N, or P (the utterances with "
                         "P: the encoder itself must then carry case and marks)")
+    g.add_argument("--sentence-end-loss-scale", type=float, default=0.0,
+                   help="Weight of an auxiliary loss that classifies, on the encoder's last frames, the mark ending "
+                        "each utterance's P reference ('.' or '?'), so that the encoder carries the sentence type "
+                        "where the mark is written; decoding and export ignore its output. 0: none")
 
     g = p.add_argument_group("optimization")
     g.add_argument("--optimizer", choices=["scaled_adam", "adamw"], default="scaled_adam")
@@ -328,9 +334,15 @@ def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dic
         mode_dim=args.mode_dim,
         with_simple_proj=with_simple_proj,
         ctc=args.ctc_loss_scale > 0,
+        sentence_end=args.sentence_end_loss_scale > 0,
         embed_init_std=args.embed_init_std if args.embed_init_std > 0 else None,
     )
     return make_model_config(args.encoder, overrides, head)
+
+
+def init_modules(args) -> List[str]:
+    """The module groups ``--init-modules`` names."""
+    return [m.strip() for m in args.init_modules.split(",") if m.strip()]
 
 
 def model_config_for_init(args, vocab_size: int, with_simple_proj: bool) -> Dict[str, Dict[str, object]]:
@@ -364,7 +376,7 @@ def model_config_for_init(args, vocab_size: int, with_simple_proj: bool) -> Dict
     for f in ("decoder_dim", "joiner_dim", "context_size", "mode_dim"):
         config["head"][f] = src["head"][f]
     if args.context_size is not None and args.context_size != src["head"]["context_size"]:
-        if args.context_size < src["head"]["context_size"] and "decoders" in args.init_modules.split(","):
+        if args.context_size < src["head"]["context_size"] and "decoders" in init_modules(args):
             raise SystemExit(
                 f"--context-size {args.context_size} with --init-from {args.init_from} (context "
                 f"{src['head']['context_size']}): a copied predictor can only be widened (or leave decoders out "
@@ -418,7 +430,8 @@ def compute_loss(model, batch, args, loss_cfg: LossConfig, device, batch_idx: Op
     with torch.autocast(device_type=device.type, enabled=args.use_fp16 and device.type == "cuda"):
         return model(feats, lens, batch["tokens_n"], batch["tokens_p"], alpha=args.alpha,
                      loss_cfg=loss_cfg, batch_idx=batch_idx, ctc_scale=args.ctc_loss_scale, encoder_out=enc,
-                     ctc_targets=args.ctc_targets)
+                     ctc_targets=args.ctc_targets, sentence_end_scale=args.sentence_end_loss_scale,
+                     end_classes=sentence_end_classes(batch["texts_p"]))
 
 
 def compute_validation_loss(model, valid_dl, args, loss_cfg, device) -> Dict[str, float]:
@@ -468,7 +481,7 @@ def get_model(args, ckpt: Optional[Dict[str, Any]], vocab_size: int, with_simple
         model.load_state_dict(ckpt["model"])
     elif args.init_from:
         try:
-            got = init_from_checkpoint(model, Path(args.init_from), args.init_modules.split(","))
+            got = init_from_checkpoint(model, Path(args.init_from), init_modules(args))
         except (ValueError, FileNotFoundError) as e:
             raise SystemExit(f"--init-from: {e}")
         logging.info(f"Initialised {len(got['copied'])} tensors from {args.init_from} "
@@ -640,10 +653,12 @@ def train_one_epoch(tr: Trainer, epoch: int) -> bool:
 def log_batch(tr: Trainer, epoch: int, b: int, out: Dict[str, torch.Tensor], audio_per_second: float) -> None:
     lr = tr.scheduler.get_last_lr()[0]
     ctc = tr.args.ctc_loss_scale > 0
+    end = tr.args.sentence_end_loss_scale > 0
     logging.info(
         f"Epoch {epoch}, batch {b}: loss {out['loss'].item():.4f} (L_N {out['loss_n'].item():.3f} over "
         f"{int(out['num_n'])} utts, L_P {out['loss_p'].item():.3f} over {int(out['num_p'])} utts"
-        + (f", CTC {out['loss_ctc'].item():.3f}" if ctc else "") + "), "
+        + (f", CTC {out['loss_ctc'].item():.3f}" if ctc else "")
+        + (f", sentence end {out['loss_end'].item():.3f}" if end else "") + "), "
         f"lr {lr:.2e}, {audio_per_second:.1f} s audio/s"
     )
     if tr.tb is not None:
@@ -652,6 +667,8 @@ def log_batch(tr: Trainer, epoch: int, b: int, out: Dict[str, torch.Tensor], aud
         tr.tb.add_scalar("train/loss_p", out["loss_p"].item(), b)
         if ctc:
             tr.tb.add_scalar("train/loss_ctc", out["loss_ctc"].item(), b)
+        if end:
+            tr.tb.add_scalar("train/loss_end", out["loss_end"].item(), b)
         tr.tb.add_scalar("train/num_p", float(out["num_p"]), b)
         tr.tb.add_scalar("train/lr", lr, b)
 
@@ -688,6 +705,9 @@ def run(rank: int, world_size: int, args) -> None:
                           warm_step=args.warm_step)
 
     model, model_config = get_model(args, ckpt, tokenizer.vocab_size, backend == "pruned")
+    if args.sentence_end_loss_scale > 0 and model.sentence_end_output is None:
+        raise SystemExit("--sentence-end-loss-scale: the resumed model has no sentence-end output (it was trained "
+                         "without the option); start a new run with --init-from to add it")
     if rank == 0:
         (exp_dir / "model_config.json").write_text(json.dumps(model_config, indent=1) + "\n")
         n_enc = count_parameters(model.encoder)
