@@ -35,9 +35,9 @@ from typing import Dict, List, Tuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from zipformer_pc.metrics import fmt  # noqa: E402
 from zipformer_pc.modes import add_derived  # noqa: E402
 from zipformer_pc.runtime import utterances  # noqa: E402
-from zipformer_pc.runtime.cli import fmt  # noqa: E402
 from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs  # noqa: E402
 
 # (cell, voices, text): the two cells of the corpus and the two this script synthesizes

@@ -15,16 +15,43 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """A directory ``build(dir)`` fills, made once per test run: per session, and with
+    pytest-xdist (``bash test.sh`` runs the files on two processes) once for all
+    workers, the first one building it under a file lock while the others wait for it.
+    A failed build is not marked done, so the next worker tries again (and fails alike)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        out = tmp_path_factory.mktemp(name)
+        build(out)
+        return out
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp().parent  # shared by the workers of this run
+    out, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            if out.exists():
+                import shutil
+
+                shutil.rmtree(out)
+            out.mkdir()
+            build(out)
+            done.touch()
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_corpus(tmp_path_factory) -> Path:
     """``prepare.sh --size tiny`` into a temporary data dir; returns DATA_DIR/synth."""
-    data_dir = tmp_path_factory.mktemp("tiny_data")
-    r = subprocess.run(
-        ["bash", "prepare.sh", "--size", "tiny", "--data-dir", str(data_dir)],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
-    )
-    assert r.returncode == 0, f"prepare.sh --size tiny failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    return data_dir / "synth"
+
+    def build(data_dir: Path) -> None:
+        r = subprocess.run(
+            ["bash", "prepare.sh", "--size", "tiny", "--data-dir", str(data_dir)],
+            cwd=ROOT, capture_output=True, text=True, timeout=900,
+        )
+        assert r.returncode == 0, f"prepare.sh --size tiny failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+
+    return built_once(tmp_path_factory, "tiny_data", build) / "synth"
 
 
 def write_librispeech_tree(root: Path, parts: dict, render) -> tuple:
@@ -71,20 +98,21 @@ def trained_tiny_model(tiny_corpus, tmp_path_factory):
     """A tiny conditioned model trained on the tiny corpus; returns (exp_dir, last epoch)."""
     import sys
 
-    exp_dir = tmp_path_factory.mktemp("trained_tiny")
-    cmd = [
-        sys.executable, "-m", "zipformer_pc.training.train", "--exp-dir", str(exp_dir),
-        "--train-cuts", str(tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"),
-        "--valid-cuts", str(tiny_corpus / "fbank" / "synth_cuts_dev.jsonl.gz"),
-        "--bpe-model", str(tiny_corpus / "lang_bpe_120" / "bpe.model"),
-        "--model-type", "conditioned", "--num-epochs", str(TRAINED_EPOCHS), "--max-duration", "60",
-        "--spec-augment", "false", "--warmup-batches", "20", "--lr-batches", "1000", "--lr-epochs", "100",
-        "--save-every-n", "100000", "--valid-interval", "100000", "--average-period", "1",
-        "--tensorboard", "false", "--log-interval", "1000",
-    ]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, r.stderr[-4000:]
-    return exp_dir, TRAINED_EPOCHS
+    def build(exp_dir: Path) -> None:
+        cmd = [
+            sys.executable, "-m", "zipformer_pc.training.train", "--exp-dir", str(exp_dir),
+            "--train-cuts", str(tiny_corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz"),
+            "--valid-cuts", str(tiny_corpus / "fbank" / "synth_cuts_dev.jsonl.gz"),
+            "--bpe-model", str(tiny_corpus / "lang_bpe_120" / "bpe.model"),
+            "--model-type", "conditioned", "--num-epochs", str(TRAINED_EPOCHS), "--max-duration", "60",
+            "--spec-augment", "false", "--warmup-batches", "20", "--lr-batches", "1000", "--lr-epochs", "100",
+            "--save-every-n", "100000", "--valid-interval", "100000", "--average-period", "1",
+            "--tensorboard", "false", "--log-interval", "1000",
+        ]
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        assert r.returncode == 0, r.stderr[-4000:]
+
+    return built_once(tmp_path_factory, "trained_tiny", build), TRAINED_EPOCHS
 
 
 def local_module(name: str):

@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -331,16 +330,13 @@ def test_rerun_skips_done_stages(synth_build, corpus):
     outputs += [corpus / "lang_bpe_120" / "bpe.model", corpus / "subsets" / "subsets.json"]
     outputs += sorted((corpus / "text").glob("*"))
     mtimes = {p: p.stat().st_mtime_ns for p in outputs}
-    t0 = time.time()
     r = _prepare(data_dir)
-    elapsed = time.time() - t0
     assert r.returncode == 0, r.stderr[-2000:]
     for n, name in STAGES.items():
         assert f"Stage {n} ({name}): already done with the same options, skipping" in r.stdout
         assert f"Stage {n}: {name}" not in r.stdout
     assert "Stage 5: manifest statistics" in r.stdout
     assert "| synth_cuts_train.jsonl.gz |" in r.stdout
-    assert elapsed < 25, f"rerun took {elapsed:.1f} s"
     changed = [str(p) for p, m in mtimes.items() if p.stat().st_mtime_ns != m]
     assert not changed, changed
 

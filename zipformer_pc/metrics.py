@@ -357,7 +357,8 @@ TABLE_COLUMNS: Tuple[Tuple[str, str], ...] = (
 )
 
 
-def _fmt(x: Optional[float]) -> str:
+def fmt(x: Optional[float]) -> str:
+    """A rate (percent) as the tables print it: two decimals, ``-`` when undefined."""
     return "-" if x is None else f"{x:.2f}"
 
 
@@ -368,7 +369,7 @@ def markdown_header(first: str = "system") -> str:
 
 def markdown_row(name: str, summary: Mapping[str, object], marks: Mapping[str, str] = {}) -> str:
     """One table row; ``marks`` may add a suffix (e.g. a significance mark) per key."""
-    cells = [_fmt(summary[k]) + marks.get(k, "") for _, k in TABLE_COLUMNS]  # type: ignore[arg-type]
+    cells = [fmt(summary[k]) + marks.get(k, "") for _, k in TABLE_COLUMNS]  # type: ignore[arg-type]
     return "| " + " | ".join([name] + cells) + " |"
 
 
@@ -382,7 +383,7 @@ def per_mark_table(summary: Mapping[str, object]) -> str:
              "|---|" + "---|" * len(marks)]
 
     def row(label: str, values: List[Optional[float]]) -> None:
-        lines.append(f"| {label} | " + " | ".join(_fmt(v) for v in values) + " |")
+        lines.append(f"| {label} | " + " | ".join(fmt(v) for v in values) + " |")
 
     row("Correct", [pm[m]["correct"] for m in marks])  # type: ignore[misc]
     row("Deletions", [pm[m]["deletions"] for m in marks])  # type: ignore[misc]
@@ -499,14 +500,14 @@ def write_error_file(path: str, pairs: Sequence[Tuple[str, str, str]], score: Co
         lines.append(f"{utt_id}:\t" + " ".join(toks))
     with open(path, "w", encoding="utf-8") as f:
         t = summ["counts"]  # type: ignore[index]
-        f.write(f"%WER = {_fmt(summ['wer'])}\n")
-        f.write(f"%WER-C = {_fmt(summ['wer_c'])}\n")
-        f.write(f"%WER-P = {_fmt(summ['wer_p'])}\n")
-        f.write(f"%PC-WER = {_fmt(summ['pc_wer'])} [ {t['E_p_c']} / {t['N_p_c']} ]\n")
-        f.write(f"%PuncER = {_fmt(summ['punc_er'])} [ ({t['E_p_nc']} - {t['E_np_nc']}) / {t['N_p']} ]\n")
-        f.write(f"%CaseER = {_fmt(summ['case_er'])} [ ({t['E_np_c']} - {t['E_np_nc']}) / {t['N_c']} ]\n")
+        f.write(f"%WER = {fmt(summ['wer'])}\n")
+        f.write(f"%WER-C = {fmt(summ['wer_c'])}\n")
+        f.write(f"%WER-P = {fmt(summ['wer_p'])}\n")
+        f.write(f"%PC-WER = {fmt(summ['pc_wer'])} [ {t['E_p_c']} / {t['N_p_c']} ]\n")
+        f.write(f"%PuncER = {fmt(summ['punc_er'])} [ ({t['E_p_nc']} - {t['E_np_nc']}) / {t['N_p']} ]\n")
+        f.write(f"%CaseER = {fmt(summ['case_er'])} [ ({t['E_np_c']} - {t['E_np_nc']}) / {t['N_c']} ]\n")
         pc = summ["per_counts"]  # type: ignore[index]
-        f.write(f"%PER = {_fmt(summ['per'])} [ C={pc['C']} S={pc['S']} D={pc['D']} I={pc['I']} ]\n")
+        f.write(f"%PER = {fmt(summ['per'])} [ C={pc['C']} S={pc['S']} D={pc['D']} I={pc['I']} ]\n")
         f.write("\nPER-UTT DETAILS (punctuated-cased view): corr or (ref->hyp)\n")
         f.write("\n".join(lines) + "\n")
         f.write("\nSUBSTITUTIONS: count ref -> hyp\n")

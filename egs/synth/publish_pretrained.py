@@ -37,6 +37,7 @@ from typing import Dict, List
 
 import torch
 
+from zipformer_pc.metrics import fmt
 from zipformer_pc.training.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
 
 MODES = {"N": "wer", "P": "pc_wer"}
@@ -74,10 +75,6 @@ def metrics(exp: Path, desc: str, method: str = "greedy_search", required: bool 
     if not out and required:
         raise SystemExit(f"No decoding results for {desc} in {exp}/{method}: run stage 3")
     return out
-
-
-def fmt(v) -> str:
-    return "-" if v is None else f"{v:.2f}"
 
 
 def metric_table(name: str, m: Dict[str, Dict[str, dict]]) -> List[str]:

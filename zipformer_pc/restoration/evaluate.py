@@ -5,7 +5,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from zipformer_pc.metrics import score_corpus
+from zipformer_pc.metrics import fmt, score_corpus
 from zipformer_pc.runtime.restoration import CASE_CLASSES, NO_MARK, BaseRestorer, LabeledLine, apply_labels, labels_from_p
 
 
@@ -74,10 +74,6 @@ def evaluate_restorer(restorer: BaseRestorer, refs: Sequence[Tuple[str, str]], b
     }
 
 
-def _f(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:.2f}"
-
-
 _MARK_NAMES = {NO_MARK: "O (none)", ".": "Period", ",": "Comma", "?": "Question mark", "!": "Exclamation",
                ";": "Semicolon", ":": "Colon", "...": "Ellipsis", "--": "Dash"}
 
@@ -95,15 +91,15 @@ def results_markdown(results: Mapping[str, Mapping[str, object]]) -> str:
     ]
     for name, r in results.items():
         lines.append(
-            f"| {name} | {r['num_lines']} | {r['num_words']} | {_f(r['case_macro_f1'])} | {_f(r['punct_macro_f1'])} "  # type: ignore[arg-type]
-            f"| {_f(r['punct_marks_macro_f1'])} | {_f(r['punc_er'])} | {_f(r['case_er'])} | {_f(r['per'])} |"  # type: ignore[arg-type]
+            f"| {name} | {r['num_lines']} | {r['num_words']} | {fmt(r['case_macro_f1'])} | {fmt(r['punct_macro_f1'])} "  # type: ignore[arg-type]
+            f"| {fmt(r['punct_marks_macro_f1'])} | {fmt(r['punc_er'])} | {fmt(r['case_er'])} | {fmt(r['per'])} |"  # type: ignore[arg-type]
         )
     for name, r in results.items():
         for task, title, labels in (("case", "Truecasing", {}), ("punct", "Punctuation", _MARK_NAMES)):
             table: Mapping[str, Mapping[str, object]] = r[task]  # type: ignore[assignment]
             lines += ["", f"{title}, {name}:", "", "| class | support | precision | recall | F1 |", "|---|---|---|---|---|"]
             for cls, v in table.items():
-                lines.append(f"| {labels.get(cls, cls)} | {v['support']} | {_f(v['precision'])} | "  # type: ignore[arg-type]
-                             f"{_f(v['recall'])} | {_f(v['f1'])} |")  # type: ignore[arg-type]
-            lines.append(f"| macro | | | | {_f(r[task + '_macro_f1'])} |")  # type: ignore[arg-type]
+                lines.append(f"| {labels.get(cls, cls)} | {v['support']} | {fmt(v['precision'])} | "  # type: ignore[arg-type]
+                             f"{fmt(v['recall'])} | {fmt(v['f1'])} |")  # type: ignore[arg-type]
+            lines.append(f"| macro | | | | {fmt(r[task + '_macro_f1'])} |")  # type: ignore[arg-type]
     return "\n".join(lines) + "\n"

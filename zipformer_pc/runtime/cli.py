@@ -24,8 +24,9 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict
 
+from zipformer_pc.metrics import fmt
 from zipformer_pc.options import str2bool
 from zipformer_pc.runtime import utterances
 from zipformer_pc.runtime.audio import wav_files
@@ -53,10 +54,6 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--timestamps", type=str2bool, default=False,
                    help="print one JSON line per segment with word and token times (both modes)")
     return p
-
-
-def fmt(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:.2f}"
 
 
 def speaker_table(by_speaker: Dict[str, Dict[str, Dict[str, float]]]) -> str:
