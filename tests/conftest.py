@@ -14,6 +14,22 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Test files that take minutes (trainings, end-to-end recipes), in the order they
+# start.  `bash test.sh` runs whole files on two processes in collection order
+# (--no-loadscope-reorder), each process starting with two files (the 1st and 3rd,
+# the 2nd and 4th): the long ones first, the two longest (CI durations) on
+# different processes, so that the quick files fill the gaps instead of a long one
+# running alone at the end.  The 2nd needs no tiny corpus: it runs while the first
+# process builds it.
+LONG_FILES = ("test_train.py", "test_librispeech_e2e.py", "test_onnx.py", "test_recipe_synth.py",
+              "test_pretrain.py", "test_synth_data.py", "test_finetune.py", "test_decode.py", "test_restore.py",
+              "test_learning_curve.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: in-file order kept
+
 
 def built_once(tmp_path_factory, name: str, build) -> Path:
     """A directory ``build(dir)`` fills, made once per test run: per session, and with
