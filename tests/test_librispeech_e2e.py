@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_librispeech_tree
+from conftest import TRAINING_TIMEOUT, write_librispeech_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "local") not in sys.path:
@@ -185,7 +185,7 @@ def test_librispeech_recipe_end_to_end(tmp_path):
            "--num-epochs", "1", "--avg", "1", "--max-duration", "60", "--num-workers", "0",
            "--train-extra", "--num-threads 1", "--decode-nj", "2", "--decode-threads", "1",
            "--decode-max-duration", "60", "--rtf-utts", "3"]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TRAINING_TIMEOUT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     out = r.stdout + r.stderr
     lib = data / "librispeech"

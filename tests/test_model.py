@@ -510,3 +510,22 @@ def test_sentence_end_loss_classifies_the_last_encoder_frames_of_the_utterances_
         small_model("conditioned")(feats, lens, tn, tp, sentence_end_scale=1.0, end_classes=classes)
     with pytest.raises(ValueError, match="one end class per utterance"):
         model(feats, lens, tn, tp, sentence_end_scale=1.0)
+
+
+def test_sentence_end_loss_of_an_utterance_shorter_than_its_window_averages_the_frames_it_has():
+    model = small_model("conditioned", sentence_end=True).eval()
+    torch.manual_seed(0)
+    enc = torch.randn(2, SENTENCE_END_FRAMES + 9, model.sentence_end_output.in_features)
+    enc_lens = torch.tensor([3, SENTENCE_END_FRAMES + 4])
+    classes = torch.tensor([1, 0])
+    with torch.no_grad():
+        expect = 0.0
+        for i in range(2):
+            n = int(enc_lens[i])
+            logp = model.sentence_end_output(enc[i, max(0, n - SENTENCE_END_FRAMES):n]).log_softmax(-1)
+            expect += -float(logp[:, int(classes[i])].mean())
+        got = float(model.sentence_end_loss(enc, enc_lens, classes))
+        assert abs(got - expect) < 1e-4
+        # frames after an utterance's end (padding) do not count
+        enc[0, 3:] = 1e3
+        assert abs(float(model.sentence_end_loss(enc, enc_lens, classes)) - expect) < 1e-4

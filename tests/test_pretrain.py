@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TRAINING_TIMEOUT
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,7 +18,7 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
            "--exp-dir", str(exp), "--norm-minutes", "0.1", "--cond-minutes", "0.1", "--save-minutes", "0.05",
            "--avg", "1", "--threads", "1", "--publish", "true", "--out-dir", str(out), "--latency-chunks", "16 32",
            "--train-opts", "--max-duration 20 --log-interval 1000"]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TRAINING_TIMEOUT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     # the conditioned model started from the norm model's last checkpoint
     cond_log = "".join(p.read_text() for p in (exp / "conditioned" / "log").glob("log-train-*"))

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import TRAINING_TIMEOUT
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ["bash", "egs/synth/run.sh"]
@@ -60,7 +61,7 @@ def test_quick_recipe_end_to_end_and_rerun_skips_finished_work(tiny_corpus, tmp_
     systems = "punct_p,norm,cond_p,cond_p0.2,cond_rand0.2"
     args = ["--quick", "true", "--data-dir", str(own_corpus(tiny_corpus, tmp_path)), "--exp-dir", str(exp),
             "--systems", systems, "--num-seeds", "2"]
-    r = run(args, timeout=1800)
+    r = run(args, timeout=TRAINING_TIMEOUT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
     # the plan the run followed (egs/systems.tsv) lists every system; the run trained the selected ones,

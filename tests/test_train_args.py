@@ -256,7 +256,7 @@ def test_the_sentence_end_loss_builds_its_output_and_a_fine_tune_adds_it(tmp_pat
     import torch
 
     from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
-    from zipformer_pc.training.checkpoint import init_from_checkpoint
+    from zipformer_pc.training.checkpoint import INIT_MODULES, init_from_checkpoint
     from zipformer_pc.training.train import init_modules, model_config_for_init, model_config_from_args
 
     args, _ = parse()
@@ -271,6 +271,8 @@ def test_the_sentence_end_loss_builds_its_output_and_a_fine_tune_adds_it(tmp_pat
     args, _ = parse("--init-from", str(tmp_path / "init.pt"), "--sentence-end-loss-scale", "10",
                     "--init-modules", "encoder, decoders,joiners,sentence_end_output")
     assert init_modules(args) == ["encoder", "decoders", "joiners", "sentence_end_output"]
+    every = init_modules(parse("--init-modules", "all")[0])
+    assert every == list(INIT_MODULES) and "sentence_end_output" in every and "ctc_output" in every
     model = build_model(model_config_for_init(args, 64, False))
     got = init_from_checkpoint(model, tmp_path / "init.pt", init_modules(args))
     assert sorted(got["kept"]) == ["sentence_end_output.bias", "sentence_end_output.weight"]

@@ -193,7 +193,6 @@ seeds_of() {
   case ",$tables," in *,III,*) k=$num_seeds ;; esac
   for ((i = 0; i < k; i++)); do echo $((seed + i)); done
 }
-init_modules=encoder,decoders,joiners,simple_am_proj,simple_lm_proj,ctc_output
 protocol="fine-tuned from $init_dir/norm.pt"
 [ "$freeze_encoder" = true ] && protocol="$protocol (encoder frozen: predictor and joiner trained)"
 [ "$from_scratch" = true ] && protocol="trained from a random initialisation"
@@ -214,7 +213,7 @@ train_system() {
   [ -n "$b" ] && extra+=(--start-batch "$b")
   local freeze=false
   if [ "$from_scratch" = false ] && [ "$init" != - ]; then
-    extra+=(--init-from "$init_dir/$init" --init-modules "$init_modules" --warm-step 0)
+    extra+=(--init-from "$init_dir/$init" --init-modules all --warm-step 0)
     freeze=$freeze_encoder
     # the frozen encoder's outputs, computed once for every system (stage 1)
     [ "$freeze" = true ] && extra+=(--encoder-cache "$(encoder_cache "$init")")

@@ -282,10 +282,11 @@ class Transducer(nn.Module):
                                  "(HeadConfig.sentence_end)")
             if end_classes is None or len(end_classes) != encoder_out.size(0):
                 raise ValueError("sentence_end_scale > 0 needs one end class per utterance (end_classes)")
-            keep = end_classes.to(dev) >= 0
+            end_classes = end_classes.to(dev)
+            keep = end_classes >= 0
             if bool(keep.any()):
                 out["loss_end"] = self.sentence_end_loss(encoder_out[keep], encoder_lens[keep],
-                                                         end_classes.to(dev)[keep]) / int(keep.sum())
+                                                         end_classes[keep]) / int(keep.sum())
                 terms.append(sentence_end_scale * out["loss_end"])
         out["loss"] = sum(terms) if terms else zero
         return out
@@ -306,13 +307,17 @@ class Transducer(nn.Module):
         """Summed over utterances: the cross-entropy of each utterance's class on each of
         its last :data:`SENTENCE_END_FRAMES` encoder frames, averaged over those frames."""
         assert self.sentence_end_output is not None
-        t = torch.arange(encoder_out.size(1), device=encoder_out.device)[None, :]
-        lens = encoder_lens[:, None]
-        last = (t < lens) & (t >= lens - SENTENCE_END_FRAMES)
-        logits = self.sentence_end_output(encoder_out).float()
-        ce = nn.functional.cross_entropy(logits.transpose(1, 2), classes[:, None].expand(-1, t.size(1)),
+        # frame index of each utterance's last SENTENCE_END_FRAMES frames (fewer when it is
+        # shorter: the first frame is repeated and those repeats are not counted)
+        back = torch.arange(SENTENCE_END_FRAMES - 1, -1, -1, device=encoder_out.device)[None, :]
+        idx = encoder_lens[:, None] - 1 - back
+        counted = idx >= 0
+        idx = idx.clamp(min=0)
+        frames = encoder_out.gather(1, idx[:, :, None].expand(-1, -1, encoder_out.size(2)))
+        logits = self.sentence_end_output(frames).float()
+        ce = nn.functional.cross_entropy(logits.transpose(1, 2), classes[:, None].expand(-1, idx.size(1)),
                                          reduction="none")
-        return ((ce * last).sum(1) / last.sum(1).clamp(min=1)).sum()
+        return ((ce * counted).sum(1) / counted.sum(1).clamp(min=1)).sum()
 
     def head_config(self) -> Dict[str, object]:
         return asdict(self.cfg)

@@ -66,6 +66,7 @@ from zipformer_pc.model.zipformer import ENCODER_CONFIGS, count_parameters
 from zipformer_pc.modes import MODEL_TYPES
 from zipformer_pc.options import str2bool
 from zipformer_pc.training.checkpoint import (
+    INIT_MODULES,
     init_from_checkpoint,
     RunningAverage,
     load_checkpoint,
@@ -133,8 +134,8 @@ def get_parser() -> argparse.ArgumentParser:
                         "once by python -m zipformer_pc.training.encoder_cache from the --init-from checkpoint")
     g.add_argument("--init-modules", default="encoder",
                    help="Comma list of what --init-from copies: encoder, decoders, joiners, simple_am_proj, "
-                        "simple_lm_proj, ctc_output, sentence_end_output. Heads are matched by name, or all from a "
-                        "single-head model.")
+                        "simple_lm_proj, ctc_output, sentence_end_output; or all of them: all. Heads are matched by "
+                        "name, or all from a single-head model.")
 
     g = p.add_argument_group("loss")
     g.add_argument("--alpha", type=float, default=0.5, help="Weight of the punctuated loss L_P")
@@ -341,7 +342,9 @@ def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dic
 
 
 def init_modules(args) -> List[str]:
-    """The module groups ``--init-modules`` names."""
+    """The module groups ``--init-modules`` names (``all``: every group a model may have)."""
+    if args.init_modules.strip() == "all":
+        return list(INIT_MODULES)
     return [m.strip() for m in args.init_modules.split(",") if m.strip()]
 
 
