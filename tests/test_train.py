@@ -64,20 +64,40 @@ def test_resume_mid_epoch_reproduces_an_uninterrupted_run(tiny_corpus, tmp_path)
 
 
 def test_sortagrad_epoch_resumes_mid_epoch_and_then_shuffles(tiny_corpus, tmp_path):
-    common = ("--num-epochs", "3", "--save-every-n", "2", "--sortagrad-epochs", "1", "--warm-step", "0")
+    common = ("--num-epochs", "2", "--save-every-n", "2", "--sortagrad-epochs", "1", "--warm-step", "0")
     a = run(train_cmd(tiny_corpus, tmp_path / "a", *common))
     ends = a.stderr.count("SortaGrad's 1 shortest-first epoch(s) are over")
     assert ends == 1, a.stderr[-3000:]  # logged once, when epoch 2 starts
-    last = torch.load(tmp_path / "a" / "epoch-3.pt", weights_only=False)["batch_idx_train"]
+    last = torch.load(tmp_path / "a" / "epoch-2.pt", weights_only=False)["batch_idx_train"]
     # interrupted inside the sorted first epoch and resumed: the same weights at the end
     run(train_cmd(tiny_corpus, tmp_path / "b", *common, "--max-batches", "2"))
     r = run(train_cmd(tiny_corpus, tmp_path / "b", *common, "--start-batch", "2"))
     assert "SortaGrad's 1 shortest-first epoch(s) are over" in r.stderr
-    b = torch.load(tmp_path / "b" / "epoch-3.pt", weights_only=False)
+    b = torch.load(tmp_path / "b" / "epoch-2.pt", weights_only=False)
     assert b["batch_idx_train"] == last
-    ref = torch.load(tmp_path / "a" / "epoch-3.pt", weights_only=False)
+    ref = torch.load(tmp_path / "a" / "epoch-2.pt", weights_only=False)
     for k in ref["model"]:
         assert torch.equal(ref["model"][k], b["model"][k]), k
+
+
+def test_a_minutes_budget_cools_the_learning_rate_down_to_zero(tiny_corpus, tmp_path):
+    r = run(train_cmd(tiny_corpus, tmp_path, "--num-epochs", "100", "--max-minutes", "0.2",
+                      "--lr-cooldown-minutes", "0.15", "--save-every-minutes", "0.04", "--warm-step", "0"))
+    assert "cool-down: linear towards 0 over the last 0.15 of 0.2 minutes of training" in r.stderr
+    from zipformer_pc.training.optim import Eden, make_optimizer
+    fractions = []
+    for path in sorted(tmp_path.glob("checkpoint-*.pt"), key=lambda p: int(p.stem.split("-")[1])):
+        ck = torch.load(path, weights_only=False)
+        minutes = ck["train_seconds"] / 60
+        # each checkpoint holds the rate of the next update: Eden's, times what is left of the cool-down
+        fraction = min(1.0, max(0.0, (0.2 - minutes) / 0.15))
+        assert ck["scheduler"]["cooldown_fraction"] == pytest.approx(fraction), path
+        plain = Eden(make_optimizer("scaled_adam", [torch.nn.Parameter(torch.ones(1))]))
+        plain.load_state_dict(dict(ck["scheduler"]))
+        plain.set_cooldown_fraction(1.0)
+        assert ck["optimizer"]["param_groups"][0]["lr"] == pytest.approx(fraction * plain.get_last_lr()[0])
+        fractions.append(fraction)
+    assert fractions[-1] == 0.0 and any(0 < f < 1 for f in fractions), fractions
 
 
 def test_plateau_cuts_the_learning_rate_and_a_resumed_run_keeps_counting(tiny_corpus, tmp_path):

@@ -191,6 +191,38 @@ def test_the_cooldown_ends_a_run_of_known_length_at_a_learning_rate_near_zero():
         r.set_cooldown(10, 5)
 
 
+def test_the_minutes_cooldown_falls_linearly_over_the_last_minutes_of_the_budget():
+    from types import SimpleNamespace
+
+    from zipformer_pc.training.train import Trainer
+
+    args, _ = parse("--encoder", "tiny", "--max-minutes", "60", "--lr-cooldown-minutes", "20")
+    s, eden = scheduler_from(args), scheduler_from(args)
+    tr = SimpleNamespace(args=args, scheduler=s)
+    s.step_batch(700)
+    eden.step_batch(700)
+    ratio = {}
+    for minutes in (0, 30, 40, 45, 50, 59.5, 60, 61):
+        Trainer.time_cooldown(tr, minutes)
+        ratio[minutes] = s.get_last_lr()[0] / eden.get_last_lr()[0]
+    assert ratio[0] == ratio[30] == ratio[40] == 1.0
+    assert ratio[45] == pytest.approx(0.75) and ratio[50] == pytest.approx(0.5) and ratio[59.5] == pytest.approx(0.025)
+    assert ratio[60] == ratio[61] == 0.0
+    # the next batch keeps the fraction (step_batch multiplies Eden's factor by it)
+    Trainer.time_cooldown(tr, 50)
+    s.step_batch(701)
+    eden.step_batch(701)
+    assert s.get_last_lr()[0] == pytest.approx(0.5 * eden.get_last_lr()[0])
+    # set by each call: resumed without the option (or from a run that had it), no cool-down
+    r = scheduler_from(args)
+    r.load_state_dict(dict(s.state_dict()))
+    args0, _ = parse("--encoder", "tiny", "--max-minutes", "60")
+    Trainer.time_cooldown(SimpleNamespace(args=args0, scheduler=r), 50)
+    assert r.get_last_lr()[0] == pytest.approx(eden.get_last_lr()[0])
+    with pytest.raises(ValueError):
+        r.set_cooldown_fraction(1.5)
+
+
 def test_cooldown_needs_max_batches():
     import subprocess
     import sys
@@ -200,6 +232,12 @@ def test_cooldown_needs_max_batches():
         r = subprocess.run([sys.executable, "-m", "zipformer_pc.training.train", *BASE, *bad],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode != 0 and "--lr-cooldown-batches" in r.stderr, (bad, r.stderr[-300:])
+    for bad in (["--lr-cooldown-minutes", "10"], ["--lr-cooldown-minutes", "10", "--max-minutes", "5"],
+                ["--lr-cooldown-minutes", "5", "--max-minutes", "5", "--lr-cooldown-batches", "10",
+                 "--max-batches", "20"]):
+        r = subprocess.run([sys.executable, "-m", "zipformer_pc.training.train", *BASE, *bad],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and "--lr-cooldown-minutes" in r.stderr, (bad, r.stderr[-300:])
 
 
 def test_a_second_training_on_the_same_exp_dir_refuses_to_start(tmp_path):

@@ -300,7 +300,10 @@ class Eden(LRScheduler):
     :meth:`set_cooldown` ends a run of known length: from batch ``end -
     batches`` the factor falls linearly to 0 at batch ``end`` (training's
     ``--lr-cooldown-batches`` with ``--max-batches``).  It is set by each call,
-    not restored from a checkpoint.
+    not restored from a checkpoint.  :meth:`set_cooldown_fraction` is the same
+    on another clock: the caller passes the fraction of the rate left (1 before
+    the cool-down, falling to 0 at its end; training's ``--lr-cooldown-minutes``
+    with ``--max-minutes``).
     """
 
     def __init__(
@@ -319,6 +322,7 @@ class Eden(LRScheduler):
         self.warmup_start = float(warmup_start)
         self.scale = 1.0
         self.cooldown: Optional[Tuple[float, float]] = None  # (first batch, last batch)
+        self.cooldown_fraction = 1.0
         super().__init__(optimizer)
 
     def lr_factor(self) -> float:
@@ -332,7 +336,7 @@ class Eden(LRScheduler):
         if self.cooldown is not None and self.batch > self.cooldown[0]:
             start, end = self.cooldown
             factor *= max(0.0, (end - self.batch) / (end - start))
-        return factor * self.scale
+        return factor * self.cooldown_fraction * self.scale
 
     def set_cooldown(self, batches: float, end: float) -> None:
         """Fall linearly to 0 over the ``batches`` batches before batch ``end``
@@ -340,6 +344,13 @@ class Eden(LRScheduler):
         if batches < 0 or (batches > 0 and end < batches):
             raise ValueError(f"a cool-down of {batches} batches cannot end at batch {end}")
         self.cooldown = (float(end - batches), float(end)) if batches > 0 else None
+        self._set_lrs()
+
+    def set_cooldown_fraction(self, fraction: float) -> None:
+        """Multiply the rate by ``fraction`` (in [0, 1]) until the next call."""
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"a cool-down fraction must be in [0, 1], got {fraction}")
+        self.cooldown_fraction = float(fraction)
         self._set_lrs()
 
     def cut(self, factor: float) -> None:

@@ -180,6 +180,9 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--lr-cooldown-batches", type=int, default=0,
                    help="End a run of --max-batches batches with a linear fall of the learning rate to 0 over "
                         "its last N batches (0: off); applies to this call, not kept in the checkpoint")
+    g.add_argument("--lr-cooldown-minutes", type=float, default=0,
+                   help="The same for a run of --max-minutes minutes: a linear fall to 0 over its last M minutes "
+                        "of training time (0: off); for budgets of time, e.g. the learning curve")
     g.add_argument("--use-fp16", type=str2bool, default=False, help="Mixed precision (CUDA only)")
 
     g = p.add_argument_group("run")
@@ -522,6 +525,13 @@ class Trainer:
         "plateau_best": float("inf"), "plateau_waits": 0})
     next_save_minute: float = 0.0
 
+    def time_cooldown(self, minutes: float) -> None:
+        """``--lr-cooldown-minutes``: the rate of the next update, after ``minutes`` of training
+        (set by each call, as ``--lr-cooldown-batches``: a resumed run without it has none)."""
+        a = self.args
+        left = (a.max_minutes - minutes) / a.lr_cooldown_minutes if a.lr_cooldown_minutes > 0 else 1.0
+        self.scheduler.set_cooldown_fraction(min(1.0, max(0.0, left)))
+
     def state(self, cur_epoch: int, with_sampler: bool) -> Dict[str, Any]:
         """A checkpoint: weights, running average, model config, optimizer and loop state."""
         return {
@@ -613,10 +623,11 @@ def train_one_epoch(tr: Trainer, epoch: int) -> bool:
         if args.max_minutes and minutes >= args.max_minutes:
             done = by_time = True
         if tr.world_size > 1 and (args.save_every_minutes or args.max_minutes):
-            # the ranks' clocks differ slightly: rank 0's decision is everyone's
-            t = torch.tensor([float(by_time), float(done)], device=tr.device)
+            # the ranks' clocks differ slightly: rank 0's decisions (and minutes) are everyone's
+            t = torch.tensor([float(by_time), float(done), minutes], device=tr.device, dtype=torch.float64)
             dist.broadcast(t, src=0)
-            by_time, done = bool(t[0].item()), bool(t[1].item())
+            by_time, done, minutes = bool(t[0].item()), bool(t[1].item()), float(t[2].item())
+        tr.time_cooldown(minutes)
         if done:
             logging.info(f"Reached --max-minutes {args.max_minutes} ({minutes:.1f} min of training): stopping")
         elif args.max_batches and b >= args.max_batches:
@@ -745,6 +756,9 @@ def run(rank: int, world_size: int, args) -> None:
     if args.lr_cooldown_batches and rank == 0:
         logging.info(f"Learning-rate cool-down: linear towards 0 over batches "
                      f"{args.max_batches - args.lr_cooldown_batches + 1}..{args.max_batches}")
+    if args.lr_cooldown_minutes and rank == 0:
+        logging.info(f"Learning-rate cool-down: linear towards 0 over the last {args.lr_cooldown_minutes:g} of "
+                     f"{args.max_minutes:g} minutes of training")
 
     from lhotse import load_manifest_lazy
 
@@ -779,6 +793,7 @@ def run(rank: int, world_size: int, args) -> None:
             tr.counters[k] = ckpt.get(k, tr.counters[k])
     if args.save_every_minutes > 0:
         tr.next_save_minute = tr.save_minute_after(tr.counters["train_seconds"] / 60)
+    tr.time_cooldown(tr.counters["train_seconds"] / 60)
     # Restored right before the first batch (after the DataLoader iterator is
     # created, which draws from the torch RNG), so a resumed run draws the same
     # random numbers as an uninterrupted one.
@@ -878,6 +893,12 @@ def main() -> None:
         raise SystemExit("--lr-cooldown-batches C needs --max-batches N with N >= C > 0 (the last C batches of the "
                          f"run train at a rate falling linearly towards 0), got C={args.lr_cooldown_batches} "
                          f"and N={args.max_batches}")
+    if args.lr_cooldown_minutes and not 0 < args.lr_cooldown_minutes <= args.max_minutes:
+        raise SystemExit("--lr-cooldown-minutes M needs --max-minutes T with T >= M > 0 (the last M minutes of "
+                         f"training at a rate falling linearly towards 0), got M={args.lr_cooldown_minutes:g} "
+                         f"and T={args.max_minutes:g}")
+    if args.lr_cooldown_minutes and args.lr_cooldown_batches:
+        raise SystemExit("Give --lr-cooldown-batches or --lr-cooldown-minutes, not both")
     lock = lock_exp_dir(Path(args.exp_dir))
     try:
         if args.world_size > 1:
