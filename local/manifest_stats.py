@@ -10,7 +10,7 @@ import argparse
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.text import MARKS, PunctConfig, words_and_marks
@@ -61,22 +61,28 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+def format_table(rows: List[Dict[str, object]]) -> str:
+    """The markdown table of :func:`stats_of` rows (prepare.sh's stats.md)."""
+    lines = ["| manifest | utts | hours | speakers | words | with P | . | , | ? | other marks | dur min/med/max (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        mk = dict(r["marks"])
+        other = " ".join(f"{m}:{mk.pop(m)}" for m in list(mk) if m not in ".,?") or "-"
+        lines.append(
+            f"| {Path(r['manifest']).name} | {r['utterances']} | {r['hours']:.2f} | {r['speakers']} | {r['words']} "
+            f"| {r['with_p']} | {mk.get('.', 0)} | {mk.get(',', 0)} | {mk.get('?', 0)} | {other} "
+            f"| {r['duration_min']}/{r['duration_median']}/{r['duration_max']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     args = get_parser().parse_args()
     rows = [stats_of(m) for m in args.manifests]
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    print("| manifest | utts | hours | speakers | words | with P | . | , | ? | other marks | dur min/med/max (s) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        mk = dict(r["marks"])
-        other = " ".join(f"{m}:{mk.pop(m)}" for m in list(mk) if m not in ".,?") or "-"
-        print(
-            f"| {Path(r['manifest']).name} | {r['utterances']} | {r['hours']:.2f} | {r['speakers']} | {r['words']} "
-            f"| {r['with_p']} | {mk.get('.', 0)} | {mk.get(',', 0)} | {mk.get('?', 0)} | {other} "
-            f"| {r['duration_min']}/{r['duration_median']}/{r['duration_max']} |"
-        )
+    print(format_table(rows), end="")
 
 
 if __name__ == "__main__":

@@ -321,6 +321,54 @@ def test_manifest_stats_table(corpus, cuts):
     assert row["duration_min"] <= row["duration_median"] <= row["duration_max"]
 
 
+def test_add_readings_adds_other_voices_reading_the_training_text(corpus, cuts, tmp_path):
+    """local/add_readings.py: --base's training cuts plus --readings' cuts by the named speakers
+    whose text --base trains on; the others are counted and left out."""
+    import gzip
+
+    from lhotse import load_manifest
+
+    base_p1 = [json.loads(x) for x in gzip.open(corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz", "rt")]
+    speaker = base_p1[0]["supervisions"][0]["speaker"]
+    own = [c for c in base_p1 if c["supervisions"][0]["speaker"] == speaker]
+    other = next(c for c in base_p1 if c["supervisions"][0]["speaker"] != speaker)
+    new_text = json.loads(json.dumps(own[0]))
+    new_text["id"] = "elsewhere"
+    new_text["supervisions"][0]["custom"][RAW_KEY] = "A sentence the base corpus never reads."
+    readings = tmp_path / "readings"
+    (readings / "fbank").mkdir(parents=True)
+    with gzip.open(readings / "fbank" / "synth_cuts_train_p1.jsonl.gz", "wt") as f:
+        for c in own + [other, new_text]:
+            f.write(json.dumps(c) + "\n")
+    out = tmp_path / "out"
+    cmd = [PY, "local/add_readings.py", "--base", str(corpus), "--readings", str(readings),
+           "--speakers", f"{speaker},nobody", "--out", str(out)]
+    r = _run(cmd, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"added {len(own)}, " in r.stderr and "other speaker 1" in r.stderr and "text not in --base 1" in r.stderr
+    assert "No added reading by nobody" in r.stderr
+    for split in ("train", "train_p1"):
+        got = load_manifest(out / "fbank" / f"synth_cuts_{split}.jsonl.gz")
+        base = load_manifest(corpus / "fbank" / f"synth_cuts_{split}.jsonl.gz")
+        assert len(got) == len(base) + len(own)
+        assert [c.id for c in got][:len(base)] == [c.id for c in base]
+    added = got[f"{own[0]['id']}_{speaker}"]
+    assert _sup(added).text == own[0]["supervisions"][0]["text"] and _sup(added).id == added.id
+    np.testing.assert_array_equal(added.load_features(), cuts["train"][own[0]["id"]].load_features())
+    assert (out / "fbank" / "synth_cuts_dev.jsonl.gz").resolve() == (corpus / "fbank" / "synth_cuts_dev.jsonl.gz")
+    assert (out / "lang_bpe_120" / "bpe.model").is_file() and (out / "punct_config.json").is_file()
+    rows = (out / "stats.md").read_text().splitlines()
+    assert rows[2].startswith(f"| synth_cuts_train.jsonl.gz | {len(cuts['train']) + len(own)} |") and len(rows) == 6
+    # again: the same manifests; a corpus without the manifest, or --out on --base, is refused
+    before = (out / "fbank" / "synth_cuts_train_p1.jsonl.gz").read_bytes()
+    assert _run(cmd, timeout=300).returncode == 0
+    assert gzip.decompress((out / "fbank" / "synth_cuts_train_p1.jsonl.gz").read_bytes()) == gzip.decompress(before)
+    r = _run([PY, "local/add_readings.py", "--base", str(corpus), "--readings", str(tmp_path), "--out", str(out)])
+    assert r.returncode != 0 and "has no fbank/synth_cuts_train_p1.jsonl.gz" in r.stderr
+    r = _run([PY, "local/add_readings.py", "--base", str(corpus), "--readings", str(readings), "--out", str(corpus)])
+    assert r.returncode != 0 and "directory of its own" in r.stderr
+
+
 # ------------------------------------------------------------------------------ rerun
 
 
