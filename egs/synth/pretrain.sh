@@ -133,10 +133,9 @@ shipped_init() {
   local name=$1
   if [ -z "$(newest_checkpoint "$exp_dir/$name")" ] && [ -f "$out_dir/$name.pt" ]; then
     log "No checkpoint in $exp_dir/$name: starting from the shipped $out_dir/$name.pt" >&2
-    echo --init-from "$out_dir/$name.pt" --init-modules "$all_modules" --warm-step 0
+    echo --init-from "$out_dir/$name.pt" --init-modules all --warm-step 0
   fi
 }
-all_modules=encoder,decoders,joiners,simple_am_proj,simple_lm_proj,ctc_output,sentence_end_output
 
 if run_this 1 && wants norm; then
   # shellcheck disable=SC2046
@@ -150,7 +149,7 @@ if run_this 2 && wants conditioned; then
   if [ ${#init[@]} -eq 0 ] && [ -z "$(newest_checkpoint "$exp_dir/conditioned")" ]; then
     nb=$(newest_checkpoint "$exp_dir/norm")
     [ -n "$nb" ] || die "the norm model has no checkpoint: run stage 1 first"
-    init=(--init-from "$exp_dir/norm/checkpoint-$nb.pt" --init-modules "$all_modules")
+    init=(--init-from "$exp_dir/norm/checkpoint-$nb.pt" --init-modules all)
   fi
   train conditioned conditioned "$cond_minutes" "${init[@]}"
 fi

@@ -388,7 +388,10 @@ def main() -> None:
               "pitch and tempo perturbation (sox); `test_ood` uses other voices reading Moby Dick. "
               "`prepare.sh --voice-set wide` reads the training split with ~580 voices (espeak-ng variants in the "
               "in-domain accents) and mild random band limits, EQ and reverb; `--voice-set mixed` reads 40% of it "
-              "so and the rest with the 11 in-domain voices; dev and test keep the 11 in-domain voices.", ""]
+              "so and the rest with the 11 in-domain voices; dev and test keep the 11 in-domain voices. "
+              "`prepare.sh --extra-voices F` has a share F of the training utterances read by 12 speakers of other "
+              "engines (svox pico, RHVoice, MBROLA, festival's rab and don, Piper: the prefixes pico, rhv, mbr, fest, "
+              "piper below), and `local/add_readings.py` adds such readings of the training text to a corpus.", ""]
     for part, names in voices.items():
         lines.append(voices_line(part, names))
     for name in kept:
