@@ -20,6 +20,7 @@ and ``stats.md``.  The punctuated-proportion subsets are not made.
 
 import argparse
 import gzip
+import itertools
 import json
 import logging
 import os
@@ -108,7 +109,7 @@ def add_readings(base: Path, readings: Path, speakers: Set[str], out: Path) -> C
         ids = set()
         tmp = fbank / f"{PREFIX}{split}.jsonl.gz.part"
         with gzip.open(tmp, "wt", encoding="utf-8") as f:
-            for cut in list(read_cuts(base / "fbank" / f"{PREFIX}{split}.jsonl.gz")) + added:
+            for cut in itertools.chain(read_cuts(base / "fbank" / f"{PREFIX}{split}.jsonl.gz"), added):
                 if cut["id"] in ids:
                     raise SystemExit(f"Cut id {cut['id']} twice in {split}")
                 ids.add(cut["id"])

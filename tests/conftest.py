@@ -14,6 +14,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Seconds a test gives a subprocess that trains a model or runs a whole recipe.  Generous:
+# `bash test.sh` runs two test processes side by side, and a busy 2-core machine runs
+# these several times slower than an idle one (speed is measured by benchmarks, not tests).
+TRAINING_TIMEOUT = 1800
+
 # Test files that take minutes (trainings, end-to-end recipes), in the order they
 # start.  `bash test.sh` runs whole files on two processes in collection order
 # (--no-loadscope-reorder), each process starting with two files (the 1st and 3rd,
@@ -21,11 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # different processes, so that the quick files fill the gaps instead of a long one
 # running alone at the end.  The 2nd needs no tiny corpus: it runs while the first
 # process builds it.
-# Seconds a test gives a subprocess that trains a model or runs a whole recipe.  Generous:
-# `bash test.sh` runs two test processes side by side, and a busy 2-core machine runs
-# these several times slower than an idle one (speed is measured by benchmarks, not tests).
-TRAINING_TIMEOUT = 1800
-
 LONG_FILES = ("test_train.py", "test_librispeech_e2e.py", "test_onnx.py", "test_recipe_synth.py",
               "test_pretrain.py", "test_synth_data.py", "test_finetune.py", "test_decode.py", "test_restore.py",
               "test_learning_curve.py")

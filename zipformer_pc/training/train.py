@@ -627,7 +627,8 @@ def train_one_epoch(tr: Trainer, epoch: int) -> bool:
             t = torch.tensor([float(by_time), float(done), minutes], device=tr.device, dtype=torch.float64)
             dist.broadcast(t, src=0)
             by_time, done, minutes = bool(t[0].item()), bool(t[1].item()), float(t[2].item())
-        tr.time_cooldown(minutes)
+        if args.lr_cooldown_minutes:
+            tr.time_cooldown(minutes)
         if done:
             logging.info(f"Reached --max-minutes {args.max_minutes} ({minutes:.1f} min of training): stopping")
         elif args.max_batches and b >= args.max_batches:
