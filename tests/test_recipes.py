@@ -449,3 +449,6 @@ def test_model_card_lists_the_schedule_changes_of_the_training_logs(tmp_path):
     assert story == ["  options: `--base-lr 0.012 --lr-plateau-factor 0.4 --lr-plateau-patience 3`",
                      "  at batch 1814: --base-lr 0.03 -> 0.012",
                      "  at batch 2535: learning rate x0.4 on a validation plateau (to 4.70e-03)"]
+    # a cool-down is named when the run had one
+    cooled = pub.training_story(tmp_path, {"base_lr": 0.045, "lr_cooldown_batches": 0, "lr_cooldown_minutes": 80.0})
+    assert cooled[0] == "  options: `--base-lr 0.045 --lr-cooldown-minutes 80.0`"

@@ -21,6 +21,7 @@ def test_each_encoder_gets_its_own_defaults_and_the_command_line_wins():
     assert tiny.base_lr == 0.02 and "base_lr" not in filled  # given: kept
     for k, v in TRAINING_DEFAULTS["tiny"].items():
         if k != "base_lr":
+            v = v(tiny) if callable(v) else v
             assert getattr(tiny, k) == v and filled[k] == v, k
     paper, _ = parse("--encoder", "paper")
     # icefall's LibriSpeech settings for the paper-size model
@@ -216,11 +217,29 @@ def test_the_minutes_cooldown_falls_linearly_over_the_last_minutes_of_the_budget
     # set by each call: resumed without the option (or from a run that had it), no cool-down
     r = scheduler_from(args)
     r.load_state_dict(dict(s.state_dict()))
-    args0, _ = parse("--encoder", "tiny", "--max-minutes", "60")
+    args0, _ = parse("--encoder", "tiny", "--max-minutes", "60", "--lr-cooldown-minutes", "0")
     Trainer.time_cooldown(SimpleNamespace(args=args0, scheduler=r), 50)
     assert r.get_last_lr()[0] == pytest.approx(eden.get_last_lr()[0])
     with pytest.raises(ValueError):
         r.set_cooldown_fraction(1.5)
+
+
+def test_a_tiny_run_with_a_time_budget_cools_down_over_its_last_third_by_default():
+    # measured: README, "Training on a CPU" (the learning curve's 6th row)
+    tiny, filled = parse("--encoder", "tiny", "--max-minutes", "60")
+    assert tiny.lr_cooldown_minutes == 20.0 and filled["lr_cooldown_minutes"] == 20.0
+    assert parse("--encoder", "tiny", "--max-minutes", "90")[0].lr_cooldown_minutes == 30.0
+    # no budget, a cool-down by batches instead, or given on the command line: no default one
+    assert parse("--encoder", "tiny")[0].lr_cooldown_minutes == 0.0
+    by_batches, _ = parse("--encoder", "tiny", "--max-minutes", "60", "--max-batches", "900",
+                          "--lr-cooldown-batches", "300")
+    assert by_batches.lr_cooldown_minutes == 0.0 and by_batches.lr_cooldown_batches == 300
+    given, filled = parse("--encoder", "tiny", "--max-minutes", "60", "--lr-cooldown-minutes", "5")
+    assert given.lr_cooldown_minutes == 5.0 and "lr_cooldown_minutes" not in filled
+    off, _ = parse("--encoder", "tiny", "--max-minutes", "60", "--lr-cooldown-minutes", "0")
+    assert off.lr_cooldown_minutes == 0.0
+    # the paper encoder keeps icefall's schedule
+    assert parse("--encoder", "paper", "--max-minutes", "60")[0].lr_cooldown_minutes == 0.0
 
 
 def test_cooldown_needs_max_batches():

@@ -122,13 +122,15 @@ def marks_note(data_dir: Path) -> str:
 
 TRAIN_OPTIONS = ("encoder", "max_duration", "base_lr", "lr_batches", "lr_epochs", "warmup_batches", "loss",
                  "ctc_loss_scale", "warm_step", "spec_augment", "convnext_hidden_ratio", "lr_plateau_factor",
-                 "lr_plateau_patience", "seed")
+                 "lr_plateau_patience", "lr_cooldown_batches", "lr_cooldown_minutes", "seed")
+OFF_WHEN_ZERO = ("lr_cooldown_batches", "lr_cooldown_minutes")  # named on the card only when on
 
 
 def training_story(exp: Path, args: dict) -> List[str]:
     """The options a model was trained with (its last run's) and the schedule
     changes its logs record: new options on resumption, cuts on a validation plateau."""
-    opts = " ".join(f"--{k.replace('_', '-')} {args[k]}" for k in TRAIN_OPTIONS if args.get(k) is not None)
+    opts = " ".join(f"--{k.replace('_', '-')} {args[k]}" for k in TRAIN_OPTIONS
+                    if args.get(k) is not None and (args[k] or k not in OFF_WHEN_ZERO))
     out = [f"  options: `{opts}`"] if opts else []
     resumed_at = None
     for log in sorted((exp / "log").glob("log-train-*")):

@@ -180,9 +180,10 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--lr-cooldown-batches", type=int, default=0,
                    help="End a run of --max-batches batches with a linear fall of the learning rate to 0 over "
                         "its last N batches (0: off); applies to this call, not kept in the checkpoint")
-    g.add_argument("--lr-cooldown-minutes", type=float, default=0,
+    g.add_argument("--lr-cooldown-minutes", type=float, default=None,
                    help="The same for a run of --max-minutes minutes: a linear fall to 0 over its last M minutes "
-                        "of training time (0: off); for budgets of time, e.g. the learning curve")
+                        "of training time (0: off) [per encoder: tiny, the last third of --max-minutes unless "
+                        "--lr-cooldown-batches is given; paper, 0]")
     g.add_argument("--use-fp16", type=str2bool, default=False, help="Mixed precision (CUDA only)")
 
     g = p.add_argument_group("run")
@@ -212,18 +213,26 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
-# Training defaults per --encoder, for the options marked [per encoder]; an
-# option given on the command line wins.  "paper" keeps icefall's LibriSpeech
-# settings (GPU batches of minutes of audio, tens of thousands of steps);
-# "tiny" has the settings measured to learn fastest on a 2-core CPU
+def last_third_of_budget(args) -> float:
+    """The tiny default of ``--lr-cooldown-minutes``: the last third of a
+    ``--max-minutes`` budget (0 without one, or when the run cools down by
+    batches instead)."""
+    return 0.0 if args.lr_cooldown_batches else args.max_minutes / 3
+
+
+# Training defaults per --encoder, for the options marked [per encoder] (a
+# function of the parsed options gives its value from them); an option given
+# on the command line wins.  "paper" keeps icefall's LibriSpeech settings (GPU
+# batches of minutes of audio, tens of thousands of steps); "tiny" has the
+# settings measured to learn fastest on a 2-core CPU
 # (benchmarks/learning_curve.py; README, "Training on a CPU").
 TRAINING_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "paper": dict(max_duration=200.0, spec_augment=True, embed_init_std=1.0, loss="auto", warm_step=2000,
                   ctc_loss_scale=0.0, base_lr=0.045, lr_batches=7500.0, lr_epochs=3.5, warmup_batches=500.0,
-                  sortagrad_epochs=0),
+                  sortagrad_epochs=0, lr_cooldown_minutes=0.0),
     "tiny": dict(max_duration=30.0, spec_augment=False, embed_init_std=1.0, loss="pruned", warm_step=2000,
                  ctc_loss_scale=0.3, base_lr=0.045, lr_batches=1000.0, lr_epochs=100.0, warmup_batches=50.0,
-                 sortagrad_epochs=1),
+                 sortagrad_epochs=1, lr_cooldown_minutes=last_third_of_budget),
 }
 # Defaults that only concern training from scratch: with --init-from they are 0
 # (a fine-tuning run reads its data shuffled from the first batch).
@@ -238,6 +247,8 @@ def apply_training_defaults(args) -> Dict[str, Any]:
         if getattr(args, k) is None:
             if k in FROM_SCRATCH_ONLY and getattr(args, "init_from", None):
                 v = 0
+            elif callable(v):
+                v = v(args)
             setattr(args, k, v)
             filled[k] = v
     return filled
