@@ -27,9 +27,10 @@
 #                              voices (prepare.sh --question-readings) [1]
 #   --gcide-hours H            more training text from Webster's 1913 dictionary (prepare.sh
 #                              --gcide-hours; vocabulary beyond Austen's) [0]
-#   --norm-minutes M           training-time budget of the norm model (the rate cools down
-#                              towards 0 over its last third: train.py's tiny default) [240]
+#   --norm-minutes M           training-time budget of the norm model [240]
 #   --cond-minutes M           training-time budget of the conditioned model [240]
+#                              (each model's rate cools down towards 0 over the last third of its
+#                              budget: train.py's tiny default)
 #   --threads N                torch threads of the training process [2]
 #   --avg A                    checkpoints (every --save-minutes) averaged for decoding/export [3]
 #   --save-minutes M           minutes of training between checkpoints (and validations) [10]
