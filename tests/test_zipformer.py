@@ -18,6 +18,7 @@ import torch
 from zipformer_pc.model.scaling import (
     Balancer,
     BiasNorm,
+    SharedDropout,
     Whiten,
     convert_num_channels,
     swoosh_l,
@@ -155,7 +156,7 @@ def test_balancer_changes_only_the_gradient_of_bad_channels():
     x[:, 0] = -x[:, 0].abs()  # never positive: should be pushed up
     x[:, 2] *= 50.0  # far too large: magnitudes pushed down
     balancer = Balancer(3, min_positive=0.05, max_positive=0.95, min_abs=0.2, max_abs=10.0,
-                        grad_scale=0.1).train()
+                        grad_scale=0.1, prob=1.0).train()
     upstream = torch.randn(200, 3)
     xr = x.clone().requires_grad_(True)
     y = balancer(xr)
@@ -177,7 +178,7 @@ def test_whiten_penalty_reduces_anisotropy():
     assert whitening_metric(white) < 1.1
     rank_one = torch.randn(500, 1) * torch.randn(1, 16)
     assert whitening_metric(rank_one) > 15.0
-    whiten = Whiten(whitening_limit=2.0, grad_scale=0.5).train()
+    whiten = Whiten(whitening_limit=2.0, grad_scale=0.5, prob=(1.0, 1.0)).train()
     x = (torch.randn(500, 16) + 3.0 * torch.randn(500, 1)).requires_grad_(True)
     start = whitening_metric(x.detach()).item()
     assert start > 2.0
@@ -193,11 +194,73 @@ def test_whiten_penalty_reduces_anisotropy():
         stepped = x - 0.2 * extra
     assert whitening_metric(stepped).item() < start - 0.1
     # below the limit nothing changes
-    w = Whiten(whitening_limit=100.0).train()
+    w = Whiten(whitening_limit=100.0, prob=(1.0, 1.0)).train()
     xr = white.clone().requires_grad_(True)
     g = torch.randn(4000, 16)
     w(xr).backward(g)
     assert torch.equal(xr.grad, g)
+
+
+def _bad_channels() -> torch.Tensor:
+    x = torch.randn(200, 3)
+    x[:, 0] = -x[:, 0].abs()  # never positive: the balancer acts on it
+    return x
+
+
+def test_balancer_acts_on_its_share_of_the_calls():
+    x, upstream = _bad_channels(), torch.randn(200, 3)
+    for prob, low, high in ((0.5, 150, 250), (0.0, 0, 0), (1.0, 400, 400)):
+        balancer = Balancer(3, prob=prob).train()
+        acted = 0
+        for _ in range(400):
+            xr = x.clone().requires_grad_(True)
+            balancer(xr).backward(upstream)
+            acted += int(not torch.equal(xr.grad, upstream))
+        assert low <= acted <= high, (prob, acted)
+    with pytest.raises(ValueError, match="prob"):
+        Balancer(3, prob=1.5)
+
+
+def test_whiten_checks_rarely_while_white_and_often_after_a_breach():
+    torch.manual_seed(0)
+    white = torch.randn(2000, 16)
+    skewed = torch.randn(500, 16) + 3.0 * torch.randn(500, 1)
+
+    def acts(w: Whiten, x: torch.Tensor) -> bool:
+        xr = x.clone().requires_grad_(True)
+        g = torch.ones_like(x)
+        w(xr).backward(g)
+        return not torch.equal(xr.grad, g)
+
+    # (low, high) = (0, 1): the first call measures (nothing known yet) ...
+    w = Whiten(whitening_limit=2.0, grad_scale=0.5, prob=(0.0, 1.0)).train()
+    assert w.exceeded is None
+    assert not acts(w, white) and w.exceeded is False
+    # ... then, white as last measured, it never looks (even at skewed input) ...
+    assert not any(acts(w, skewed) for _ in range(20)) and w.exceeded is False
+    # ... while after a breach it measures and acts on every call.
+    w2 = Whiten(whitening_limit=2.0, grad_scale=0.5, prob=(0.0, 1.0)).train()
+    assert all(acts(w2, skewed) for _ in range(5)) and w2.exceeded is True
+    with pytest.raises(ValueError, match="prob"):
+        Whiten(prob=(0.5, 0.1))
+
+
+def test_shared_dropout_drops_whole_channels_of_an_utterance():
+    torch.manual_seed(0)
+    drop = SharedDropout(0.25).train()
+    x = torch.ones(8, 50, 64)
+    y = drop(x)
+    # one mask per (utterance, channel), the same at every frame
+    assert torch.equal(y, y[:, :1, :].expand_as(y))
+    assert ((y == 0) | torch.isclose(y, torch.tensor(1.0 / 0.75))).all()
+    dropped = (y[:, 0, :] == 0).float().mean().item()
+    assert 0.15 < dropped < 0.35  # 512 draws at p = 0.25
+    assert y.mean().item() == pytest.approx(1.0, abs=0.15)  # kept values rescaled
+    # identity when not training or at p = 0
+    assert drop.eval()(x) is x
+    assert SharedDropout(0.0).train()(x) is x
+    with pytest.raises(ValueError, match="probability"):
+        SharedDropout(1.0)
 
 
 def test_regularizers_do_not_change_the_forward_pass():

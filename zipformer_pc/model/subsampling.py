@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from .scaling import BiasNorm, SwooshL, SwooshR
+from .scaling import BiasNorm, SharedDropout, SwooshL, SwooshR
 
 __all__ = ["Conv2dSubsampling", "ConvNeXt"]
 
@@ -156,7 +156,7 @@ class Conv2dSubsampling(nn.Module):
         self.out_width = (((in_channels - 1) // 2) - 1) // 2
         self.out = nn.Linear(layer3_channels * self.out_width, out_channels)
         self.out_norm = BiasNorm(out_channels)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = SharedDropout(dropout)
 
     @staticmethod
     def output_lengths(x_lens: Tensor) -> Tensor:

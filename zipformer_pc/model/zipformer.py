@@ -60,6 +60,7 @@ from torch import Tensor
 from .scaling import (
     Balancer,
     BiasNorm,
+    SharedDropout,
     SwooshL,
     SwooshR,
     Whiten,
@@ -490,7 +491,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.in_proj = nn.Linear(embed_dim, hidden_dim)
         self.activation = SwooshL()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = SharedDropout(dropout)
         self.out_proj = scaled_linear(hidden_dim, embed_dim, initial_scale=0.1)
         if use_regularizers:
             self.balancer = Balancer(hidden_dim, min_positive=0.3, max_positive=1.0,
@@ -535,7 +536,8 @@ class ZipformerLayer(nn.Module):
       feedforward_dim: F; the three FFNs use 3F/4, F and 5F/4.
       cnn_module_kernel: depthwise kernel size K.
       causal: causal convolutions.
-      dropout: dropout on module outputs and inside FFNs.
+      dropout: dropout on module outputs and inside FFNs (:class:`SharedDropout`:
+        one mask per utterance and channel, shared by its frames).
     """
 
     def __init__(
@@ -573,7 +575,7 @@ class ZipformerLayer(nn.Module):
         )
         self.bypass_mid = Bypass(embed_dim)
         self.bypass = Bypass(embed_dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = SharedDropout(dropout)
 
     def state_shapes(self, batch_size: int, left: int) -> List[Tuple[int, ...]]:
         """Shapes of this layer's 6 streaming caches for ``left`` cached frames:
