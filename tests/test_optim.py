@@ -234,6 +234,69 @@ def test_scaled_adam_trains_tiny_zipformer_a_few_steps():
         assert change > 1e-3, (name, change)
 
 
+def _reference_scaled_adam(params, grads_per_step, lr, eta=0.1, betas=(0.9, 0.98), eps=1e-8,
+                           clipping_scale=2.0, min_rms=1e-5, max_rms=3.0, scalar_max=10.0):
+    """The update rule of the module docstring, one tensor at a time, in
+    float64: what the batched implementation must reproduce."""
+    beta1, beta2 = betas
+    params = [p.detach().double().clone() for p in params]
+    state = [dict(m=torch.zeros_like(p), v=torch.zeros_like(p), n=0.0, w=0.0) for p in params]
+    history = []
+    for t, grads in enumerate(grads_per_step, start=1):
+        grads = [g.double() for g in grads]
+        rms = [max(p.pow(2).mean().sqrt().item(), min_rms) if p.numel() > 1 else 1.0 for p in params]
+        norm = math.sqrt(sum((r * g.norm().item()) ** 2 for r, g in zip(rms, grads)))
+        factor = 1.0
+        if history and norm > clipping_scale * float(torch.tensor(history).median()):
+            factor = clipping_scale * float(torch.tensor(history).median()) / norm
+        history.append(norm)
+        for p, g, r, st in zip(params, grads, rms, state):
+            g = g * factor
+            st["m"] = beta1 * st["m"] + (1 - beta1) * g
+            st["v"] = beta2 * st["v"] + (1 - beta2) * g * g
+            direction = (st["m"] / (1 - beta1 ** t)) / ((st["v"] / (1 - beta2 ** t)).sqrt() + eps)
+            if p.numel() == 1:
+                p.add_(-lr * eta * direction).clamp_(-scalar_max, scalar_max)
+                continue
+            h = (g * p / r).sum().item()
+            st["n"] = beta1 * st["n"] + (1 - beta1) * h
+            st["w"] = beta2 * st["w"] + (1 - beta2) * h * h
+            delta_r = -eta * lr * r * (st["n"] / (1 - beta1 ** t)) / (math.sqrt(st["w"] / (1 - beta2 ** t)) + eps)
+            if r >= max_rms:
+                delta_r = min(delta_r, 0.0)
+            if r <= min_rms:
+                delta_r = max(delta_r, 0.0)
+            p.mul_(1 + delta_r / r).add_(-lr * r * direction)
+    return params
+
+
+def test_batched_update_follows_the_rule_tensor_by_tensor():
+    """Many steps with clipping (two huge gradients), scalars, a tensor at the
+    RMS limit and one without a gradient: the batched implementation equals
+    the per-tensor rule of the docstring within float32 rounding."""
+    torch.manual_seed(0)
+    params = [nn.Parameter(torch.randn(7, 5)), nn.Parameter(torch.randn(16) * 0.01),
+              nn.Parameter(torch.tensor(0.3)), nn.Parameter(torch.full((3, 3), 3.0)),
+              nn.Parameter(torch.tensor([-2.0]))]
+    frozen = nn.Parameter(torch.randn(4))  # never gets a gradient: untouched
+    frozen_before = frozen.detach().clone()
+    initial = [p.detach().clone() for p in params]
+    opt = ScaledAdam(params + [frozen], lr=0.03)
+    steps = []
+    for i in range(40):
+        scale = 1000.0 if i in (15, 30) else 1.0
+        steps.append([torch.randn(p.shape) * scale for p in params])
+    for grads in steps:
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        opt.step()
+    assert opt.num_clipped >= 2
+    expected = _reference_scaled_adam(initial, steps, lr=0.03)
+    for p, e in zip(params, expected):
+        assert torch.allclose(p.detach().double(), e, rtol=1e-4, atol=1e-6), (p, e)
+    assert torch.equal(frozen.detach(), frozen_before)
+
+
 def test_make_optimizer_rejects_unknown_name():
     with pytest.raises(ValueError):
         make_optimizer("sgd", [nn.Parameter(torch.zeros(2))])
