@@ -21,8 +21,10 @@ from zipformer_pc.model.scaling import (
     SharedDropout,
     Whiten,
     convert_num_channels,
+    load_whiten_state,
     swoosh_l,
     swoosh_r,
+    whiten_state,
     whitening_metric,
 )
 from zipformer_pc.model.subsampling import Conv2dSubsampling
@@ -243,6 +245,18 @@ def test_whiten_checks_rarely_while_white_and_often_after_a_breach():
     assert all(acts(w2, skewed) for _ in range(5)) and w2.exceeded is True
     with pytest.raises(ValueError, match="prob"):
         Whiten(prob=(0.5, 0.1))
+
+
+def test_whiten_state_round_trips_by_module_name():
+    a, b = _tiny(seed=0), _tiny(seed=1)
+    names = list(whiten_state(a))
+    assert len(names) >= 6 and all(v is None for v in whiten_state(a).values())
+    for i, (name, m) in enumerate((n, m) for n, m in a.named_modules() if isinstance(m, Whiten)):
+        m.exceeded = i % 2 == 0
+    load_whiten_state(b, whiten_state(a))
+    assert whiten_state(b) == whiten_state(a) and True in whiten_state(b).values()
+    load_whiten_state(b, {})  # a checkpoint from before: every whitener starts unmeasured
+    assert all(v is None for v in whiten_state(b).values())
 
 
 def test_shared_dropout_drops_whole_channels_of_an_utterance():

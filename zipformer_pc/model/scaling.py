@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -58,6 +58,8 @@ __all__ = [
     "SharedDropout",
     "Whiten",
     "whitening_metric",
+    "whiten_state",
+    "load_whiten_state",
 ]
 
 # Offsets that make SwooshR(0) == 0 and SwooshL(0) ~= 0 (as in the paper).
@@ -390,6 +392,20 @@ class Whiten(nn.Module):
             return x
         return _WhitenFunction.apply(x, self)
 
+
+
+def whiten_state(model: nn.Module) -> Dict[str, Optional[bool]]:
+    """What each :class:`Whiten` of ``model`` last measured (its ``exceeded``), by
+    module name.  Checkpoints keep it so that a resumed run draws its
+    whitening steps as the uninterrupted run would."""
+    return {name: m.exceeded for name, m in model.named_modules() if isinstance(m, Whiten)}
+
+
+def load_whiten_state(model: nn.Module, state: Dict[str, Optional[bool]]) -> None:
+    """Restore :func:`whiten_state` (modules it does not name start unmeasured)."""
+    for name, m in model.named_modules():
+        if isinstance(m, Whiten):
+            m.exceeded = state.get(name)
 
 class SharedDropout(nn.Module):
     """Dropout with one mask per utterance and channel, shared along ``dim``.

@@ -60,6 +60,7 @@ from zipformer_pc.data.datamodule import PCAsrDataModule
 from zipformer_pc.data.references import any_auto_punct
 from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.model.loss import LossConfig, resolve_backend
+from zipformer_pc.model.scaling import load_whiten_state, whiten_state
 from zipformer_pc.model.transducer import (CTC_TARGETS, HeadConfig, Transducer, build_model, head_dim,
                                            make_model_config, sentence_end_classes)
 from zipformer_pc.model.zipformer import ENCODER_CONFIGS, count_parameters
@@ -107,7 +108,8 @@ def get_parser() -> argparse.ArgumentParser:
     for f in ENCODER_FLAGS:
         g.add_argument("--" + f.replace("_", "-"), default=None, help="Override of the encoder config (comma list)")
     g.add_argument("--causal", type=str2bool, default=True)
-    g.add_argument("--dropout", type=float, default=None, help="Encoder dropout (config default: 0.1)")
+    g.add_argument("--dropout", type=float, default=None,
+                   help="Encoder dropout (masks shared over time) [per encoder: tiny 0, paper 0.1]")
     g.add_argument("--feature-mask-prob", type=float, default=None,
                    help="Per-frame probability of masking the channels above encoder_unmasked_dim at each "
                         "stack input in training (config default: 0.15; 0: off)")
@@ -228,10 +230,10 @@ def last_third_of_budget(args) -> float:
 # (benchmarks/learning_curve.py; README, "Training on a CPU").
 TRAINING_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "paper": dict(max_duration=200.0, spec_augment=True, embed_init_std=1.0, loss="auto", warm_step=2000,
-                  ctc_loss_scale=0.0, base_lr=0.045, lr_batches=7500.0, lr_epochs=3.5, warmup_batches=500.0,
+                  dropout=0.1, ctc_loss_scale=0.0, base_lr=0.045, lr_batches=7500.0, lr_epochs=3.5, warmup_batches=500.0,
                   sortagrad_epochs=0, lr_cooldown_minutes=0.0),
     "tiny": dict(max_duration=30.0, spec_augment=False, embed_init_std=1.0, loss="pruned", warm_step=2000,
-                 ctc_loss_scale=0.3, base_lr=0.045, lr_batches=1000.0, lr_epochs=100.0, warmup_batches=50.0,
+                 dropout=0.0, ctc_loss_scale=0.3, base_lr=0.045, lr_batches=1000.0, lr_epochs=100.0, warmup_batches=50.0,
                  sortagrad_epochs=1, lr_cooldown_minutes=last_third_of_budget),
 }
 # Defaults that only concern training from scratch: with --init-from they are 0
@@ -496,6 +498,7 @@ def get_model(args, ckpt: Optional[Dict[str, Any]], vocab_size: int, with_simple
     model = build_model(model_config)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
+        load_whiten_state(model, ckpt.get("whiten_state", {}))
     elif args.init_from:
         try:
             got = init_from_checkpoint(model, Path(args.init_from), init_modules(args))
@@ -557,6 +560,7 @@ class Trainer:
             "cur_epoch": cur_epoch,
             "args": vars(self.args),
             "rng_state": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
+            "whiten_state": whiten_state(self.model),
             **self.counters,
         }
 
