@@ -393,7 +393,6 @@ class Whiten(nn.Module):
         return _WhitenFunction.apply(x, self)
 
 
-
 def whiten_state(model: nn.Module) -> Dict[str, Optional[bool]]:
     """What each :class:`Whiten` of ``model`` last measured (its ``exceeded``), by
     module name.  Checkpoints keep it so that a resumed run draws its
@@ -406,6 +405,7 @@ def load_whiten_state(model: nn.Module, state: Dict[str, Optional[bool]]) -> Non
     for name, m in model.named_modules():
         if isinstance(m, Whiten):
             m.exceeded = state.get(name)
+
 
 class SharedDropout(nn.Module):
     """Dropout with one mask per utterance and channel, shared along ``dim``.
