@@ -156,11 +156,15 @@ class ScaledAdam(Optimizer):
             rms = (self._norms(tensors) / sqrt_numel).clamp(min=group["param_min_rms"])
         return tensors, scalars, rms
 
-    def _adam_moments(self, group: Dict[str, Any], params: List[Tensor], grads: List[Tensor],
-                      scale_state: bool) -> Tuple[List[Tensor], List[Tensor], List[float], List[float]]:
-        """Advance the Adam moments of ``params``; returns their first moments,
+    def _adam_moments(self, group: Dict[str, Any], params: List[Tensor], factor: float, scale_state: bool
+                      ) -> Tuple[List[Tensor], List[Tensor], List[Tensor], List[float], List[float]]:
+        """Advance the Adam moments of ``params`` with their gradients times the
+        clipping ``factor``; returns those gradients, the first moments,
         ``sqrt(v_hat) + eps`` and the bias corrections ``1 - beta^t``."""
         beta1, beta2 = group["betas"]
+        grads = [p.grad for p in params]
+        if factor != 1.0:
+            grads = torch._foreach_mul(grads, factor)
         ms, vs, bias1, bias2 = [], [], [], []
         for p in params:
             state = self.state[p]
@@ -185,7 +189,7 @@ class ScaledAdam(Optimizer):
         denoms = torch._foreach_div(vs, bias2)
         torch._foreach_sqrt_(denoms)
         torch._foreach_add_(denoms, group["eps"])
-        return ms, denoms, bias1, bias2
+        return grads, ms, denoms, bias1, bias2
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -207,19 +211,13 @@ class ScaledAdam(Optimizer):
             lr, eta = group["lr"], group["scalar_lr_scale"]
             beta1, beta2 = group["betas"]
             if scalars:
-                grads = [p.grad for p in scalars]
-                if factor != 1.0:
-                    grads = torch._foreach_mul(grads, factor)
-                ms, denoms, bias1, _ = self._adam_moments(group, scalars, grads, scale_state=False)
+                _, ms, denoms, bias1, _ = self._adam_moments(group, scalars, factor, scale_state=False)
                 torch._foreach_addcdiv_(scalars, ms, denoms, [-lr * eta / b for b in bias1])
                 torch._foreach_clamp_min_(scalars, -group["scalar_max"])
                 torch._foreach_clamp_max_(scalars, group["scalar_max"])
             if not tensors:
                 continue
-            grads = [p.grad for p in tensors]
-            if factor != 1.0:
-                grads = torch._foreach_mul(grads, factor)
-            ms, denoms, bias1, bias2 = self._adam_moments(group, tensors, grads, scale_state=True)
+            grads, ms, denoms, bias1, bias2 = self._adam_moments(group, tensors, factor, scale_state=True)
             # gradient w.r.t. the scale r of p = r * p', p' = p / r
             h = torch.stack([torch.dot(g.reshape(-1), p.reshape(-1)).float() for g, p in zip(grads, tensors)]) / rms
             n_state = [self.state[p]["scale_exp_avg"] for p in tensors]
