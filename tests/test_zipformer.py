@@ -22,6 +22,7 @@ from zipformer_pc.model.scaling import (
     Whiten,
     convert_num_channels,
     load_whiten_state,
+    softplus,
     swoosh_l,
     swoosh_r,
     whiten_state,
@@ -109,6 +110,20 @@ def test_swoosh_values_and_stability():
     xg = torch.tensor([-1e4, 1e4], requires_grad=True)
     swoosh_r(xg).sum().backward()
     assert torch.allclose(xg.grad, torch.tensor([-0.08, 0.92]))
+
+
+@pytest.mark.parametrize("dtype,rtol,atol", [(torch.float32, 2.5e-7, 6e-8), (torch.float64, 5e-16, 1.2e-16)])
+def test_softplus_equals_torch_softplus(dtype, rtol, atol):
+    # exp/log instead of log1p: the same values to rounding (a few ulps), and
+    # half an ulp of 1 where exp(z) is lost in 1 + exp(z); exactly z above the
+    # threshold 20, finite everywhere
+    z = torch.cat([torch.linspace(-120, 120, 4801, dtype=dtype),
+                   torch.tensor([-3e38, -1e4, 19.999, 20.0, 20.001, 88.0, 89.0, 1e4, 3e38], dtype=dtype)])
+    ref = torch.nn.functional.softplus(z)
+    ours = softplus(z)
+    torch.testing.assert_close(ours, ref, rtol=rtol, atol=atol)
+    assert torch.equal(ours[z > 20], z[z > 20])
+    assert torch.isfinite(ours).all() and (ours >= 0).all()
 
 
 @pytest.mark.parametrize("fn,shift,offset", [(swoosh_r, 1.0, 0.313261687), (swoosh_l, 4.0, 0.035)])
