@@ -73,8 +73,8 @@ def softplus(z: Tensor) -> Tensor:
 
     Written with ``exp`` and ``log`` because ``F.softplus`` goes through
     ``log1p``, which the CPU builds of torch do not vectorise: ~8x slower on
-    the front end's (N, 128, T, 19) maps, where Swoosh took ~12% of the tiny
-    model's training step.  ``1 + exp(z)`` rounds away ``exp(z)`` below half
+    the front end's (N, 128, T, 19) maps, where softplus took ~12% of the
+    tiny model's training step.  ``1 + exp(z)`` rounds away ``exp(z)`` below half
     an ulp of 1, an absolute error below 6e-8 (float32) next to Swoosh's
     ``-0.08 x - offset``; elsewhere the values equal ``F.softplus``'s to a
     few ulps (tested).  ONNX export keeps the one ``Softplus`` operator.
