@@ -149,6 +149,36 @@ def test_export_check_catches_a_wrong_export(tmp_path, tokens_file):
         check_export(model, files, CHUNK, LEFT)
 
 
+def test_a_front_end_of_64_channels_streams_in_onnxruntime_and_sherpa_onnx(tmp_path, tokens_file):
+    """--front-end-channels 64: the export's self-check passes and sherpa-onnx, which allocates the
+    front end's cache with 128 channels, runs it and writes what the recipe's runtime writes (a blank
+    never wins, so every frame emits a token chosen by the encoder output)."""
+    import sherpa_onnx
+
+    torch.manual_seed(0)
+    head = HeadConfig(model_type="norm", vocab_size=67, decoder_dim=64, joiner_dim=64)
+    model = build_model(make_model_config("tiny", {"front_end_channels": 64}, head)).eval()
+    assert model.encoder.encoder_embed.conv[4].out_channels == 64
+    with torch.no_grad():
+        model.joiners["main"].output_linear.bias[0] = -1e3
+    files = export_model(model, tmp_path, tokens_file, CHUNK, LEFT)
+    x = np.random.default_rng(1).standard_normal(24000).astype(np.float32) * 0.1
+    rec = StreamingRecognizer(find_model_files(tmp_path))
+    ours = rec.recognize(x, 16000)["N"]
+    sherpa = sherpa_onnx.OnlineRecognizer.from_transducer(
+        tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files["decoder-N"]),
+        joiner=str(files["joiner-N"]), num_threads=1, sample_rate=16000, feature_dim=80,
+        decoding_method="greedy_search")
+    st = sherpa.create_stream()
+    st.accept_waveform(16000, x)
+    st.accept_waveform(16000, np.zeros((rec.tail_padding_frames(len(x), 0) + 1) * rec.frame_shift, np.float32))
+    st.input_finished()
+    while sherpa.is_ready(st):
+        sherpa.decode_stream(st)
+    assert len(ours.split()) > 5
+    assert ours == " ".join(sherpa.get_result(st).split())
+
+
 def test_export_refuses_a_non_causal_model_and_bad_chunks(tmp_path, tokens_file):
     torch.manual_seed(0)
     head = HeadConfig(model_type="punct", vocab_size=67, decoder_dim=64, joiner_dim=64)

@@ -334,3 +334,17 @@ def test_the_sentence_end_loss_builds_its_output_and_a_fine_tune_adds_it(tmp_pat
     got = init_from_checkpoint(model, tmp_path / "init.pt", init_modules(args))
     assert sorted(got["kept"]) == ["sentence_end_output.bias", "sentence_end_output.weight"]
     torch.testing.assert_close(model.joiners["main"].output_linear.weight, src.joiners["main"].output_linear.weight)
+
+
+def test_front_end_channels_reach_the_model_config_and_a_bad_combination_is_refused():
+    from zipformer_pc.training.train import get_model, model_config_from_args
+
+    args, _ = parse()
+    assert model_config_from_args(args, 64, True)["encoder"]["front_end_channels"] == 128
+    args, _ = parse("--front-end-channels", "64")
+    model, config = get_model(args, None, 64, True)
+    assert config["encoder"]["front_end_channels"] == 64
+    assert model.encoder.encoder_embed.out.in_features == 64 * 19
+    args, _ = parse("--encoder", "paper", "--front-end-channels", "64")  # the paper front end has a ConvNeXt block
+    with pytest.raises(SystemExit, match="Model options: a front end of 64 channels with a ConvNeXt block"):
+        get_model(args, None, 64, True)

@@ -322,12 +322,14 @@ def test_subsampling_lengths(ratio):
         assert lens.item() == (t - 7) // 2
 
 
-@pytest.mark.parametrize("ratio", [3, 1, 0])
-def test_subsampling_streams_like_the_full_forward(ratio):
+@pytest.mark.parametrize("ratio,channels", [(3, 128), (1, 128), (0, 128), (0, 64)])
+def test_subsampling_streams_like_the_full_forward(ratio, channels):
     """Chunks of 2n + 7 frames advancing by 2n give the full forward's frames;
-    without the ConvNeXt block (ratio 0) the cache keeps its shape, unchanged."""
+    without the ConvNeXt block (ratio 0) the cache keeps its 128-channel shape
+    whatever the front end's width, unchanged."""
     torch.manual_seed(0)
-    sub = Conv2dSubsampling(80, 32, dropout=0.0, convnext_hidden_ratio=ratio).eval()
+    sub = Conv2dSubsampling(80, 32, layer3_channels=channels, dropout=0.0, convnext_hidden_ratio=ratio).eval()
+    assert sub.out.in_features == channels * 19
     x = torch.randn(1, 2 * 40 + 7, 80)
     with torch.no_grad():
         full, _ = sub(x, torch.tensor([x.size(1)]))
@@ -341,6 +343,13 @@ def test_subsampling_streams_like_the_full_forward(ratio):
             cache = new_cache
             outs.append(y)
     assert torch.allclose(torch.cat(outs, dim=1), full, atol=1e-5)
+
+
+def test_a_front_end_width_other_than_128_needs_no_convnext_block():
+    with pytest.raises(ValueError, match="128 channels"):
+        Conv2dSubsampling(80, 32, layer3_channels=64, convnext_hidden_ratio=3)
+    with pytest.raises(ValueError, match="128 channels"):
+        ZipformerEncoder(EncoderConfig.from_name("paper", front_end_channels=64))
 
 
 # ---------------------------------------------------------------------------

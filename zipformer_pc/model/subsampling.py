@@ -115,7 +115,9 @@ class Conv2dSubsampling(nn.Module):
     Args:
       in_channels: number of input features per frame (80 for fbank).
       out_channels: encoder width of the first Zipformer stack.
-      layer1_channels, layer2_channels, layer3_channels: conv channel counts.
+      layer1_channels, layer2_channels, layer3_channels: conv channel counts
+        (``layer3_channels`` other than 128 only without the ConvNeXt block:
+        streaming runtimes such as sherpa-onnx allocate its cache with 128).
       dropout: dropout applied to the output.
       convnext_hidden_ratio: expansion of the ConvNeXt block's point-wise MLP
         (0: no ConvNeXt block; measured to be ~2/3 of the front end's and a
@@ -124,6 +126,8 @@ class Conv2dSubsampling(nn.Module):
 
     #: number of extra (look-ahead) feature frames a streaming chunk needs
     pad_length: int = 7
+    #: channels of the streaming ConvNeXt cache (sherpa-onnx allocates it so)
+    cache_channels: int = 128
 
     def __init__(
         self,
@@ -149,6 +153,12 @@ class Conv2dSubsampling(nn.Module):
         )
         if convnext_hidden_ratio < 0:
             raise ValueError(f"convnext_hidden_ratio must be >= 0, got {convnext_hidden_ratio}")
+        if convnext_hidden_ratio and layer3_channels != self.cache_channels:
+            raise ValueError(
+                f"a front end of {layer3_channels} channels with a ConvNeXt block (convnext_hidden_ratio "
+                f"{convnext_hidden_ratio}): the block's streaming cache must have {self.cache_channels} channels "
+                f"(sherpa-onnx's layout); use convnext_hidden_ratio 0 or {self.cache_channels} channels"
+            )
         # 0: no ConvNeXt block.  Its cache stays in the streaming state (passed
         # through unchanged), so the state layout sherpa-onnx allocates holds.
         self.convnext = ConvNeXt(layer3_channels, hidden_ratio=convnext_hidden_ratio) if convnext_hidden_ratio else None
@@ -185,10 +195,11 @@ class Conv2dSubsampling(nn.Module):
         return self._project(y), self.output_lengths(x_lens)
 
     def get_init_cache(self, batch_size: int, device=None, dtype=torch.float32) -> Tensor:
-        """Zero ConvNeXt cache of shape (N, layer3_channels, 3, out_width)."""
+        """Zero ConvNeXt cache of shape (N, 128, 3, out_width) (without the
+        ConvNeXt block a placeholder that is passed through unchanged)."""
         return torch.zeros(
             batch_size,
-            self.layer3_channels,
+            self.cache_channels,
             ConvNeXt.time_kernel - 1 if self.convnext is None else self.convnext.left_context,
             self.out_width,
             device=device,
@@ -200,7 +211,7 @@ class Conv2dSubsampling(nn.Module):
         Args:
           x: (N, 2 n + 7, F_in) feature window; consecutive windows overlap
             by :attr:`pad_length` = 7 frames.
-          cache: (N, layer3_channels, 3, out_width) ConvNeXt cache.
+          cache: (N, 128, 3, out_width) ConvNeXt cache.
         Returns:
           (output (N, n, C_out), new cache).
         """

@@ -134,6 +134,10 @@ class EncoderConfig:
     #: expansion of the front end's ConvNeXt point-wise MLP (128 -> 128 x ratio
     #: channels at 50 Hz x 19 bins: the largest activations of a small model)
     convnext_hidden_ratio: int = 3
+    #: channels of the front end's third convolution (icefall: 128); other
+    #: counts need ``convnext_hidden_ratio=0``, since sherpa-onnx allocates the
+    #: ConvNeXt cache with 128 channels
+    front_end_channels: int = 128
     dropout: float = 0.1
     #: probability, per frame and utterance, of zeroing the channels above
     #: ``encoder_unmasked_dim`` at a stack input (training only)
@@ -855,7 +859,8 @@ class ZipformerEncoder(nn.Module):
         #: streaming chunk sizes (50 Hz frames) must be multiples of this
         self.chunk_multiple = lcm
 
-        self.encoder_embed = Conv2dSubsampling(config.feature_dim, dims[0], dropout=config.dropout,
+        self.encoder_embed = Conv2dSubsampling(config.feature_dim, dims[0], layer3_channels=config.front_end_channels,
+                                               dropout=config.dropout,
                                                convnext_hidden_ratio=config.convnext_hidden_ratio)
         self.stacks = nn.ModuleList(
             ZipformerStack(

@@ -115,6 +115,9 @@ def get_parser() -> argparse.ArgumentParser:
                         "stack input in training (config default: 0.15; 0: off)")
     g.add_argument("--convnext-hidden-ratio", type=int, default=None,
                    help="Expansion of the front end's ConvNeXt MLP (config default: 3; 0: no ConvNeXt block)")
+    g.add_argument("--front-end-channels", type=int, default=None,
+                   help="Channels of the front end's third convolution (config default: 128; another count "
+                        "needs --convnext-hidden-ratio 0)")
     g.add_argument("--decoder-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
     g.add_argument("--joiner-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
     g.add_argument("--context-size", type=int, default=None,
@@ -339,7 +342,7 @@ def fix_random_seed(seed: int) -> None:
 
 
 def model_config_from_args(args, vocab_size: int, with_simple_proj: bool) -> Dict[str, Dict[str, object]]:
-    flags = (*ENCODER_FLAGS, "dropout", "feature_mask_prob", "convnext_hidden_ratio")
+    flags = (*ENCODER_FLAGS, "dropout", "feature_mask_prob", "convnext_hidden_ratio", "front_end_channels")
     overrides: Dict[str, Any] = {f: getattr(args, f) for f in flags if getattr(args, f) is not None}
     overrides["causal"] = args.causal
     head = HeadConfig(
@@ -383,7 +386,8 @@ def model_config_for_init(args, vocab_size: int, with_simple_proj: bool) -> Dict
             f"{vocab_size}: fine-tune with the tokenizer the init model was trained with"
         )
     config = model_config_from_args(args, vocab_size, with_simple_proj)
-    explicit = {f: getattr(args, f) for f in (*ENCODER_FLAGS, "convnext_hidden_ratio") if getattr(args, f) is not None}
+    explicit = {f: getattr(args, f) for f in (*ENCODER_FLAGS, "convnext_hidden_ratio", "front_end_channels")
+                if getattr(args, f) is not None}
     encoder = dict(src["encoder"])
     for f in ("dropout", "feature_mask_prob", "causal"):
         encoder[f] = config["encoder"][f]
@@ -495,7 +499,10 @@ def get_model(args, ckpt: Optional[Dict[str, Any]], vocab_size: int, with_simple
         model_config = model_config_from_args(args, vocab_size, with_simple_proj)
     if model_config["head"]["vocab_size"] != vocab_size:
         raise SystemExit(f"The model has {model_config['head']['vocab_size']} tokens, {args.bpe_model} has {vocab_size}")
-    model = build_model(model_config)
+    try:
+        model = build_model(model_config)
+    except ValueError as e:
+        raise SystemExit(f"Model options: {e}")
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         load_whiten_state(model, ckpt.get("whiten_state", {}))
