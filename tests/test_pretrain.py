@@ -93,3 +93,16 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
         assert "Initialised" in log and f"{out / name}.pt" in log, (name, log[-2000:])
         assert '"warm_step": 0' in log, "a shipped model continues without the loss warm-up"
         assert "starting from the shipped" in fresh.stdout + fresh.stderr
+    # --from-shipped false: a norm model from scratch with today's defaults, whatever is shipped
+    exp3 = tmp_path / "exp3"
+    scratch = subprocess.run(cmd[:2] + ["--stage", "1", "--stop-stage", "1", "--models", "norm", "--from-shipped",
+                                        "false", "--data-dir", str(tiny_corpus.parent), "--exp-dir", str(exp3),
+                                        "--norm-minutes", "0.02"] + cmd[12:],
+                             cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert scratch.returncode == 0, scratch.stdout[-3000:] + scratch.stderr[-3000:]
+    log = "".join(p.read_text() for p in (exp3 / "norm" / "log").glob("log-train-*"))
+    assert "Initialised" not in log and "starting from the shipped" not in scratch.stdout + scratch.stderr
+    assert '"warm_step": 0' not in log
+    bad = subprocess.run(cmd[:2] + ["--stage", "1", "--from-shipped", "yes"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode != 0 and "--from-shipped takes true or false" in bad.stdout + bad.stderr

@@ -340,11 +340,13 @@ def test_front_end_channels_reach_the_model_config_and_a_bad_combination_is_refu
     from zipformer_pc.training.train import get_model, model_config_from_args
 
     args, _ = parse()
+    assert args.encoder == "tiny" and model_config_from_args(args, 64, True)["encoder"]["front_end_channels"] == 64
+    args, _ = parse("--encoder", "paper")
     assert model_config_from_args(args, 64, True)["encoder"]["front_end_channels"] == 128
-    args, _ = parse("--front-end-channels", "64")
+    args, _ = parse("--front-end-channels", "96")
     model, config = get_model(args, None, 64, True)
-    assert config["encoder"]["front_end_channels"] == 64
-    assert model.encoder.encoder_embed.out.in_features == 64 * 19
+    assert config["encoder"]["front_end_channels"] == 96
+    assert model.encoder.encoder_embed.out.in_features == 96 * 19
     args, _ = parse("--encoder", "paper", "--front-end-channels", "64")  # the paper front end has a ConvNeXt block
     with pytest.raises(SystemExit, match="Model options: a front end of 64 channels with a ConvNeXt block"):
         get_model(args, None, 64, True)

@@ -38,6 +38,9 @@
 #                              beat the best validation loss by 1% (train.py --lr-plateau-*; the
 #                              shipped models' runs made such cuts by hand, each paying; 1: off) [0.4]
 #   --publish true|false       stage 5 copies the models into --out-dir [false]
+#   --from-shipped true|false  the first call of stages 1-2 continues from the weights in --out-dir
+#                              (their architecture, a fresh optimizer); false: the norm model starts
+#                              from scratch with today's tiny defaults and the conditioned one from it [true]
 #   --out-dir DIR              where stage 5 publishes [egs/synth/pretrained]
 #   --seed N                   [42]
 #   --models "M ..."           models stages 1-3 and 5 work on; stage 5 keeps the shipped weights and
@@ -77,6 +80,7 @@ avg=3
 save_minutes=10
 lr_plateau_factor=0.4
 publish=false
+from_shipped=true
 out_dir=egs/synth/pretrained
 seed=42
 train_opts=""
@@ -87,6 +91,7 @@ latency_utts=50
 cmdline="bash egs/synth/pretrain.sh $*"
 . tools/parse_options.sh
 . tools/recipe.sh  # path.sh, log, die, run_this
+case "$from_shipped" in true|false) ;; *) die "--from-shipped takes true or false, not '$from_shipped'" ;; esac
 
 dir=$data_dir/synth
 fbank=$dir/fbank
@@ -133,6 +138,7 @@ train() {
 # from scratch (--warm-step 0; resumption keeps it).
 shipped_init() {
   local name=$1
+  [ "$from_shipped" = true ] || return 0
   if [ -z "$(newest_checkpoint "$exp_dir/$name")" ] && [ -f "$out_dir/$name.pt" ]; then
     log "No checkpoint in $exp_dir/$name: starting from the shipped $out_dir/$name.pt" >&2
     echo --init-from "$out_dir/$name.pt" --init-modules all --warm-step 0
