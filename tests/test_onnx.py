@@ -150,7 +150,7 @@ def test_export_check_catches_a_wrong_export(tmp_path, tokens_file):
 
 
 def test_a_front_end_of_64_channels_streams_in_onnxruntime_and_sherpa_onnx(tmp_path, tokens_file):
-    """The tiny front end's 64 channels: the export's self-check passes and sherpa-onnx, which allocates
+    """A front end of 64 channels: the export's self-check passes and sherpa-onnx, which allocates
     the front end's cache with 128 channels, runs it and writes what the recipe's runtime writes (a blank
     never wins, so every frame emits a token chosen by the encoder output)."""
     import sherpa_onnx
