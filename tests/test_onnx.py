@@ -149,12 +149,32 @@ def test_export_check_catches_a_wrong_export(tmp_path, tokens_file):
         check_export(model, files, CHUNK, LEFT)
 
 
+def sherpa_greedy_recognizer(files, mode: str):
+    """sherpa-onnx's streaming greedy search on an exported set, one mode."""
+    import sherpa_onnx
+
+    return sherpa_onnx.OnlineRecognizer.from_transducer(
+        tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),
+        joiner=str(files[f"joiner-{mode}"]), num_threads=1, sample_rate=16000, feature_dim=80,
+        decoding_method="greedy_search")
+
+
+def sherpa_text(sherpa, rec: StreamingRecognizer, x: np.ndarray) -> str:
+    """sherpa-onnx's transcript of ``x`` (16 kHz) with the tail padding ``rec`` adds (sherpa-onnx
+    runs a chunk only when one more frame than T is ready), whitespace normalized."""
+    st = sherpa.create_stream()
+    st.accept_waveform(16000, x)
+    st.accept_waveform(16000, np.zeros((rec.tail_padding_frames(len(x), 0) + 1) * rec.frame_shift, np.float32))
+    st.input_finished()
+    while sherpa.is_ready(st):
+        sherpa.decode_stream(st)
+    return " ".join(sherpa.get_result(st).split())
+
+
 def test_a_front_end_of_64_channels_streams_in_onnxruntime_and_sherpa_onnx(tmp_path, tokens_file):
     """A front end of 64 channels: the export's self-check passes and sherpa-onnx, which allocates
     the front end's cache with 128 channels, runs it and writes what the recipe's runtime writes (a blank
     never wins, so every frame emits a token chosen by the encoder output)."""
-    import sherpa_onnx
-
     torch.manual_seed(0)
     head = HeadConfig(model_type="norm", vocab_size=67, decoder_dim=64, joiner_dim=64)
     model = build_model(make_model_config("tiny", {"front_end_channels": 64}, head)).eval()
@@ -165,18 +185,8 @@ def test_a_front_end_of_64_channels_streams_in_onnxruntime_and_sherpa_onnx(tmp_p
     x = np.random.default_rng(1).standard_normal(24000).astype(np.float32) * 0.1
     rec = StreamingRecognizer(find_model_files(tmp_path))
     ours = rec.recognize(x, 16000)["N"]
-    sherpa = sherpa_onnx.OnlineRecognizer.from_transducer(
-        tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files["decoder-N"]),
-        joiner=str(files["joiner-N"]), num_threads=1, sample_rate=16000, feature_dim=80,
-        decoding_method="greedy_search")
-    st = sherpa.create_stream()
-    st.accept_waveform(16000, x)
-    st.accept_waveform(16000, np.zeros((rec.tail_padding_frames(len(x), 0) + 1) * rec.frame_shift, np.float32))
-    st.input_finished()
-    while sherpa.is_ready(st):
-        sherpa.decode_stream(st)
     assert len(ours.split()) > 5
-    assert ours == " ".join(sherpa.get_result(st).split())
+    assert ours == sherpa_text(sherpa_greedy_recognizer(files, "N"), rec, x)
 
 
 def test_export_refuses_a_non_causal_model_and_bad_chunks(tmp_path, tokens_file):
@@ -357,13 +367,14 @@ def test_onnx_streaming_equals_the_recipes_pytorch_decoding(exported, test_audio
     rec = StreamingRecognizer.from_dir(out)
     torch.set_num_threads(1)
     chunk_samples = rec.decode_chunk_len * rec.frame_shift
+    window = round(rec.sample_rate * rec.fbank_opts.frame_opts.frame_length_ms / 1000)  # 400 samples
     cases = list(test_audio)
     uid, x = test_audio[0]
     # the same speech cut to end right at a chunk boundary, one frame after it, and mid-chunk
     for cut in (4 * chunk_samples + 7 * rec.frame_shift, 4 * chunk_samples + 8 * rec.frame_shift,
                 4 * chunk_samples + chunk_samples // 2):
         piece = x[:cut].copy()
-        piece[-400:] = 0.0
+        piece[-window:] = 0.0
         cases.append((f"{uid}[:{cut}]", piece))
     for uid, x in cases:
         s = rec.create_stream()
@@ -418,15 +429,10 @@ def test_other_sample_rates_are_resampled(exported, test_audio):
 @pytest.mark.parametrize("int8", [False, True], ids=["fp32", "int8"])
 @pytest.mark.parametrize("mode", ["P", "N"])
 def test_sherpa_onnx_gives_the_same_text(exported, test_audio, mode, int8):
-    import sherpa_onnx
-
     out, _ = exported
     files = find_model_files(out, int8=int8)
     rec = StreamingRecognizer(files)
-    sherpa = sherpa_onnx.OnlineRecognizer.from_transducer(
-        tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),
-        joiner=str(files[f"joiner-{mode}"]), num_threads=1, sample_rate=16000, feature_dim=80,
-        decoding_method="greedy_search")
+    sherpa = sherpa_greedy_recognizer(files, mode)
     nonempty = 0
     for uid, x in test_audio:
         # Streams start with silence: the synthetic utterances start abruptly at
@@ -435,16 +441,7 @@ def test_sherpa_onnx_gives_the_same_text(exported, test_audio, mode, int8):
         # and the one inside sherpa-onnx.
         x = np.concatenate([np.zeros(4800, np.float32), x])
         ours = rec.recognize(x, 16000)[mode]
-        # the same tail padding; sherpa-onnx runs a chunk only when one more frame than T is ready
-        pad = (rec.tail_padding_frames(len(x), 0) + 1) * rec.frame_shift
-        st = sherpa.create_stream()
-        st.accept_waveform(16000, x)
-        st.accept_waveform(16000, np.zeros(pad, np.float32))
-        st.input_finished()
-        while sherpa.is_ready(st):
-            sherpa.decode_stream(st)
-        theirs = " ".join(sherpa.get_result(st).split())
-        assert ours == theirs, uid
+        assert ours == sherpa_text(sherpa, rec, x), uid  # the same tail padding
         nonempty += bool(ours)
     assert nonempty > 0, "the fixture model emits nothing: the comparison proves little"
 
