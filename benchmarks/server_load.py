@@ -83,6 +83,23 @@ def _stats(port: int) -> dict:
         return json.loads(r.read())
 
 
+def _leftover(stats: dict) -> bool:
+    return bool(stats["streams"] or stats["live_stream_objects"] or stats["connections"])
+
+
+def _stats_after_row(port: int, timeout: float = 5.0) -> dict:
+    """The server's counters once its connections and streams are gone, or after ``timeout``
+    seconds.  The decoder thread lets go of the last step's streams a moment after the loop
+    has sent their results (the executor drops its work item after setting the future), and on
+    a busy machine that moment can come after the client's next request."""
+    deadline = time.time() + timeout
+    while True:
+        s = _stats(port)
+        if not _leftover(s) or time.time() > deadline:
+            return s
+        time.sleep(0.1)
+
+
 def start_server(model_dir: Path, port: int, args: argparse.Namespace, log) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "zipformer_pc.server", "--model-dir", str(model_dir), "--host", "127.0.0.1",
            "--port", str(port), "--max-connections", str(max(args.streams) + 1), "--int8", str(args.int8).lower(),
@@ -215,12 +232,12 @@ def main(argv=None) -> int:
                 results = asyncio.run(stream_many(f"ws://127.0.0.1:{port}/ws", items, connections=n,
                                                   speed=args.speed, piece_seconds=args.piece_seconds))
                 wall = time.perf_counter() - t0
-                after = _stats(port)
+                after = _stats_after_row(port)
                 decode = after["decode_seconds"] - before["decode_seconds"]
                 seconds = after["audio_seconds"] - before["audio_seconds"]
                 same = sum(r.ok and [_comparable(f) for f in r.finals] == expected[i] for i, r in enumerate(results))
                 bad += n - same
-                leftover = after if after["streams"] or after["live_stream_objects"] or after["connections"] else None
+                leftover = after if _leftover(after) else None
                 rows.append({"streams": n, "audio_seconds": seconds, "wall_seconds": wall,
                              "agg_rtf": decode / max(seconds, 1e-9), "worker_load": decode / wall,
                              "result_latency": percentiles([x for r in results for x in r.latencies]),

@@ -114,3 +114,36 @@ def test_the_trace_of_a_streaming_recognizer_times_words_and_marks_by_their_chun
     assert a["P"]["mark_delays"][0] == pytest.approx(a["P"]["delays"][1])
     lo, hi = shown_bounds(40)
     assert lo <= a["P"]["mark_delays"][1] + 26 * fs <= hi
+
+
+def test_a_word_emitted_in_the_tail_padding_ends_with_the_audio(exported):
+    """The recognizer pads the audio's tail with silence; a word whose last piece comes in a
+    padding frame (a late or eager model) ended with the speech, so its delay is not negative."""
+    from zipformer_pc.runtime import StreamingRecognizer
+
+    model_dir, pieces = exported
+    rec = StreamingRecognizer.from_dir(model_dir)
+    rate = 16000
+    audio = (0.1 * np.random.default_rng(1).standard_normal(int(1.0 * rate))).astype(np.float32)
+    last_audio_frame = int(1.0 / rec.frame_seconds) - 1
+    script = {3: "\u2581She", last_audio_frame + 3: "\u2581read"}  # the second one in the padding
+    emitted = []
+
+    def scripted(mode, enc, hyp, frame0):
+        last = -1
+        for f in range(frame0, frame0 + enc.shape[0]):
+            if f in script:
+                hyp.tokens.append(pieces.index(script[f]))
+                hyp.frames.append(f)
+                emitted.append(f)
+                last = f
+        return last
+
+    rec._greedy = scripted
+    tr = trace(rec, audio, rate, 0.1)
+    assert last_audio_frame + 3 in emitted  # the padding frame was decoded
+    assert tr.final_words["N"] == ["She", "read"] and tr.duration == pytest.approx(1.0)
+    fs = rec.frame_seconds
+    assert tr.word_ends["N"] == pytest.approx([4 * fs, 1.0])  # not (last_audio_frame + 4) * fs
+    a = analyse(tr)["N"]
+    assert a["delays"][1] == pytest.approx(0.0) and min(a["delays"]) >= 0

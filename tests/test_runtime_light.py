@@ -96,8 +96,8 @@ def test_recognizer_and_cli_run_without_torch_or_lhotse(tmp_path):
     torch.manual_seed(0)
     head = HeadConfig(model_type="punct", vocab_size=vocab, decoder_dim=32, joiner_dim=32)
     model = build_model(make_model_config("tiny", {}, head)).eval()
-    with torch.no_grad():  # make blank unlikely, so that the random model emits tokens
-        model.joiners["main"].output_linear.bias[0] -= 5.0
+    with torch.no_grad():  # blank, <sos/eos> and <unk> never win: the random model writes a piece every frame
+        model.joiners["main"].output_linear.bias[:3] = -1e4
     out = tmp_path / "onnx"
     export_model(model, out, tokens, 32, 64)
     rate = 22050  # resampled to 16 kHz by the runtime

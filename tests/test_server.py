@@ -353,6 +353,18 @@ def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, tmp_path, capsy
     assert md.read_text().splitlines()[4].endswith("| 0/1 |")
 
 
+
+def test_the_load_benchmark_waits_for_the_streams_to_go_before_calling_them_leftover(monkeypatch):
+    """A stream the decoder thread lets go of a moment late is not a leftover; one that stays is."""
+    server_load = benchmark_module("server_load")
+    idle = {"connections": 0, "streams": 0, "live_stream_objects": 0}
+    late = [dict(idle, live_stream_objects=1)] * 3 + [idle]
+    monkeypatch.setattr(server_load, "_stats", lambda port: late.pop(0))
+    assert server_load._stats_after_row(0, timeout=5.0) == idle and not late
+    monkeypatch.setattr(server_load, "_stats", lambda port: dict(idle, streams=1))
+    after = server_load._stats_after_row(0, timeout=0.3)
+    assert after["streams"] == 1 and server_load._leftover(after)
+
 def test_the_readme_server_commands_parse(tmp_path):
     """The README's server section: every command's options exist (tools/check_args.py)."""
     import re

@@ -340,7 +340,7 @@ def test_front_end_channels_reach_the_model_config_and_a_bad_combination_is_refu
     from zipformer_pc.training.train import get_model, model_config_from_args
 
     args, _ = parse()
-    assert args.encoder == "tiny" and model_config_from_args(args, 64, True)["encoder"]["front_end_channels"] == 128
+    assert args.encoder == "tiny" and model_config_from_args(args, 64, True)["encoder"]["front_end_channels"] == 64
     args, _ = parse("--encoder", "paper")
     assert model_config_from_args(args, 64, True)["encoder"]["front_end_channels"] == 128
     args, _ = parse("--front-end-channels", "96")

@@ -9,10 +9,11 @@ the final transcript:
 * **word delay**: for each final word, the audio time at which it was shown
   in its final form for good, minus the end of the word in the final
   hypothesis (the end of the encoder frame of its last piece, marks
-  excluded).  It is the delay streaming adds: waiting for the chunk and its
-  right context, plus, for ``real-time`` figures, the compute time of the call
-  that showed the word (as when audio arrives in real time and the recognizer
-  keeps up).  The transducer's own emission delay relative to the acoustic end
+  excluded; at most the end of the audio: a word whose last piece comes in a
+  frame of the silent tail padding ended with the speech).  It is the delay
+  streaming adds: waiting for the chunk and its right context, plus, for
+  ``real-time`` figures, the compute time of the call that showed the word
+  (as when audio arrives in real time and the recognizer keeps up).  The transducer's own emission delay relative to the acoustic end
   of a word is not included: the synthetic corpus has no forced alignment.
 * **mark delay**: for each punctuation mark of P, the audio time at which it
   was shown, minus the end of the word it follows (marks excluded): how much
@@ -89,7 +90,8 @@ def trace(rec, samples: np.ndarray, sample_rate: int, piece_seconds: float = 0.1
     final = snaps[-1].words
     ends: Dict[str, List[float]] = {}
     for m in s.hyps:
-        ends[m] = [e for seg in segments for e in _final_word_ends(seg.tokens.get(m, []), rec.frame_seconds)]
+        ends[m] = [min(e, fed / sample_rate) for seg in segments
+                   for e in _final_word_ends(seg.tokens.get(m, []), rec.frame_seconds)]
         if len(ends[m]) != len([w for w in final[m] if strip_marks(w)]):
             raise AssertionError(f"mode {m}: {len(ends[m])} timed words for {final[m]}")
     return Trace(fed / sample_rate, snaps, final, ends)

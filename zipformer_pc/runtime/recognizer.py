@@ -264,6 +264,8 @@ class StreamingRecognizer:
                     ((1, dims[i], kernels[i] // 2), np.float32),
                 ]
         num_bins = int(m["fbank_num_mel_bins"])
+        # the front end's cache: 128 channels whatever the front end's width, the shape sherpa-onnx
+        # allocates (the export keeps it: zipformer_pc.model.subsampling.Conv2dSubsampling.cache_channels)
         shapes.append(((1, 128, 3, ((num_bins - 1) // 2 - 1) // 2), np.float32))
         shapes.append(((1,), np.int64))
         if len(shapes) != len(self._state_inputs):

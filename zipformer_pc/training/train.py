@@ -116,8 +116,8 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--convnext-hidden-ratio", type=int, default=None,
                    help="Expansion of the front end's ConvNeXt MLP (config default: 3; 0: no ConvNeXt block)")
     g.add_argument("--front-end-channels", type=int, default=None,
-                   help="Channels of the front end's third convolution (config default: 128; another count "
-                        "needs --convnext-hidden-ratio 0; the learning curve's ¹³ row: 64 for tiny)")
+                   help="Channels of the front end's third convolution (config default: 128 (paper) / 64 "
+                        "(tiny); a count other than 128 needs --convnext-hidden-ratio 0)")
     g.add_argument("--decoder-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
     g.add_argument("--joiner-dim", type=int, default=None, help="Default: 512 (paper) / 256 (tiny)")
     g.add_argument("--context-size", type=int, default=None,
