@@ -13,8 +13,9 @@ the final transcript:
   frame of the silent tail padding ended with the speech).  It is the delay
   streaming adds: waiting for the chunk and its right context, plus, for
   ``real-time`` figures, the compute time of the call that showed the word
-  (as when audio arrives in real time and the recognizer keeps up).  The transducer's own emission delay relative to the acoustic end
-  of a word is not included: the synthetic corpus has no forced alignment.
+  (as when audio arrives in real time and the recognizer keeps up).  The
+  transducer's own emission delay relative to the acoustic end of a word is
+  not included: the synthetic corpus has no forced alignment.
 * **mark delay**: for each punctuation mark of P, the audio time at which it
   was shown, minus the end of the word it follows (marks excluded): how much
   later than its word a comma or full stop arrives.
