@@ -71,22 +71,28 @@ SCRIPT = {"P": {3: "\u2581She", 10: "\u2581read", 17: "s", 20: ",", 25: "\u2581i
           "N": {3: "\u2581she", 10: "\u2581read", 17: "s", 25: "\u2581it"}}
 
 
+def scripted_search(pieces, script, emitted=None):
+    """A stand-in for the recognizer's greedy search that emits ``script[mode][frame]`` (the
+    frames it emits on are appended to ``emitted``)."""
+    def search(mode, enc, hyp, frame0):
+        last = -1
+        for f in range(frame0, frame0 + enc.shape[0]):
+            if f in script[mode]:
+                hyp.tokens.append(pieces.index(script[mode][f]))
+                hyp.frames.append(f)
+                if emitted is not None:
+                    emitted.append(f)
+                last = f
+        return last
+    return search
+
+
 def test_the_trace_of_a_streaming_recognizer_times_words_and_marks_by_their_chunks(exported):
     from zipformer_pc.runtime import StreamingRecognizer
 
     model_dir, pieces = exported
     rec = StreamingRecognizer.from_dir(model_dir)
-
-    def scripted(mode, enc, hyp, frame0):
-        last = -1
-        for f in range(frame0, frame0 + enc.shape[0]):
-            if f in SCRIPT[mode]:
-                hyp.tokens.append(pieces.index(SCRIPT[mode][f]))
-                hyp.frames.append(f)
-                last = f
-        return last
-
-    rec._greedy = scripted
+    rec._greedy = scripted_search(pieces, SCRIPT)
     rate, piece = 16000, 0.1
     audio = (0.1 * np.random.default_rng(0).standard_normal(int(2.3 * rate))).astype(np.float32)
     tr = trace(rec, audio, rate, piece)
@@ -128,18 +134,7 @@ def test_a_word_emitted_in_the_tail_padding_ends_with_the_audio(exported):
     last_audio_frame = int(1.0 / rec.frame_seconds) - 1
     script = {3: "\u2581She", last_audio_frame + 3: "\u2581read"}  # the second one in the padding
     emitted = []
-
-    def scripted(mode, enc, hyp, frame0):
-        last = -1
-        for f in range(frame0, frame0 + enc.shape[0]):
-            if f in script:
-                hyp.tokens.append(pieces.index(script[f]))
-                hyp.frames.append(f)
-                emitted.append(f)
-                last = f
-        return last
-
-    rec._greedy = scripted
+    rec._greedy = scripted_search(pieces, {"P": script, "N": script}, emitted)
     tr = trace(rec, audio, rate, 0.1)
     assert last_audio_frame + 3 in emitted  # the padding frame was decoded
     assert tr.final_words["N"] == ["She", "read"] and tr.duration == pytest.approx(1.0)
