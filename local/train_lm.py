@@ -16,16 +16,14 @@ Speed-perturbed copies (cut ids ending in ``_spF``) are read once.
 
 import argparse
 import logging
-import re
 import time
 from pathlib import Path
 
-from zipformer_pc.data.references import get_n, get_p
+from zipformer_pc.data.references import SupervisionsOnce, get_n, get_p
 from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.lm import NgramLm
 
 MODES = ("P", "N")
-_SPEED_SUFFIX = re.compile(r"_sp\d+(\.\d+)?$")
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -53,28 +51,18 @@ def main(argv=None) -> None:
         raise SystemExit(f"--prune takes comma-separated counts, got {args.prune!r}")
     if args.order < 1 or len(prune) > args.order or any(x < 0 for x in prune):
         raise SystemExit(f"--order must be at least 1 and --prune at most {args.order} non-negative counts")
-    from lhotse import load_manifest_lazy
-
     tok = Tokenizer(args.bpe_model)
     pieces = tok.pieces
     special = {pieces[tok.blank_id], pieces[tok.unk_id], "<sos/eos>"}
     texts = {m: [] for m in modes}
-    seen = set()
-    copies = 0
-    for path in args.cuts:
-        for cut in load_manifest_lazy(path):
-            key = _SPEED_SUFFIX.sub("", cut.id)
-            if key in seen:
-                copies += 1
-                continue
-            seen.add(key)
-            for sup in cut.supervisions:
-                for m in modes:
-                    text = get_p(sup) if m == "P" else get_n(sup)
-                    if text:
-                        texts[m].append(text)
-    if copies:
-        logging.info("Read %d cuts once; %d speed-perturbed copies not counted again", len(seen), copies)
+    sups = SupervisionsOnce(args.cuts)
+    for sup in sups:
+        for m in modes:
+            text = get_p(sup) if m == "P" else get_n(sup)
+            if text:
+                texts[m].append(text)
+    if sups.copies:
+        logging.info("Read %d cuts once; %d speed-perturbed copies not counted again", sups.cuts, sups.copies)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for m in modes:
         if not texts[m]:

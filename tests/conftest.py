@@ -191,6 +191,41 @@ def speech_like(seconds: float, seed: int, rate: int = 16000):
     return x
 
 
+@pytest.fixture(scope="session")
+def scripted_model(tmp_path_factory):
+    """A random tiny conditioned model (chunks of 16 frames) and its vocabulary, for
+    tests that script what the search emits (:func:`scripted_search`)."""
+    import torch
+
+    from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
+    from zipformer_pc.export.onnx_export import export_model
+
+    tmp = tmp_path_factory.mktemp("scripted_model")
+    pieces = ["<blk>", "<sos/eos>", "<unk>", ",", ".", "\u2581She", "\u2581she", "\u2581read", "s", "\u2581it"]
+    tokens = tmp / "tokens.txt"
+    tokens.write_text("".join(f"{t} {i}\n" for i, t in enumerate(pieces)))
+    torch.manual_seed(3)
+    head = HeadConfig(model_type="conditioned", vocab_size=len(pieces), decoder_dim=32, joiner_dim=32)
+    export_model(build_model(make_model_config("tiny", {}, head)).eval(), tmp / "onnx", tokens, 16, 64)
+    return tmp / "onnx", pieces
+
+
+def scripted_search(pieces, script, emitted=None):
+    """A stand-in for the recognizer's greedy search that emits ``script[mode][frame]`` (the
+    frames it emits on are appended to ``emitted``)."""
+    def search(mode, enc, hyp, frame0):
+        last = -1
+        for f in range(frame0, frame0 + enc.shape[0]):
+            if f in script[mode]:
+                hyp.tokens.append(pieces.index(script[mode][f]))
+                hyp.frames.append(f)
+                if emitted is not None:
+                    emitted.append(f)
+                last = f
+        return last
+    return search
+
+
 # ---------------------------------------------------------------------------
 # the WebSocket server (zipformer_pc.server) as a process, for tests/test_server*.py
 

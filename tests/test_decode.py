@@ -2,6 +2,7 @@
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -180,3 +181,49 @@ def test_beam_search_fuses_a_token_lm(trained_tiny_model, tiny_corpus, tmp_path)
                         str(epoch), "--bpe-model", "x", "--test-sets", "t=x", "--lm-dir", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "--lm-dir needs --decoding-method modified_beam_search" in r.stderr
+
+
+def test_questions_rewrite_the_p_output_as_the_runtime_does(trained_tiny_model, tiny_corpus, tmp_path, monkeypatch):
+    """--questions applies a question model (zipformer_pc.questions) to the P hypotheses before
+    scoring, in files of their own; N is untouched, and a run without P is refused.  (The tiny
+    model's P output need not end a sentence, so its hypotheses get one: "... Do you like it.")"""
+    from zipformer_pc.decoding import decode as decode_module
+    from zipformer_pc.questions import QuestionModel
+
+    exp_dir, epoch = trained_tiny_model
+    QuestionModel({"f1=do": 3.0}, -1.0).save(tmp_path / "questions.json.gz")  # "do ..." is a question
+    real = decode_module.decode_set
+
+    def with_a_question(*args, **kwargs):
+        res = real(*args, **kwargs)
+        res["hyps"][MODE_P] = {c: f"{h} Do you like it. It is late." for c, h in res["hyps"][MODE_P].items()}
+        return res
+
+    monkeypatch.setattr(decode_module, "decode_set", with_a_question)
+    out = tmp_path / "exp"
+    shutil.copytree(exp_dir, out)
+    argv = ["decode", "--exp-dir", str(out), "--epoch", str(epoch), "--avg", "2", "--bpe-model",
+            str(tiny_corpus / "lang_bpe_120" / "bpe.model"), "--test-sets",
+            f"test={tiny_corpus / 'fbank' / 'synth_cuts_test.jsonl.gz'}"]
+
+    def hyps(mode):
+        (f,) = (out / "greedy_search").glob(f"recogs-test-{mode}-greedy_search-*.txt")
+        f.rename(f.with_suffix(".seen"))
+        return f.name, {line.split(":\t")[0]: " ".join(ast.literal_eval(line.split("hyp=")[1]))
+                        for line in f.with_suffix(".seen").read_text().splitlines() if "\thyp=" in line}
+
+    monkeypatch.setattr(sys, "argv", argv)
+    decode_module.main()
+    _, plain_p = hyps("P")
+    _, plain_n = hyps("N")
+    monkeypatch.setattr(sys, "argv", argv + ["--questions", str(tmp_path / "questions.json.gz")])
+    decode_module.main()
+    name, asked_p = hyps("P")
+    assert name.endswith("-questions.txt") and hyps("N")[1] == plain_n
+    assert all(h.endswith("Do you like it. It is late.") for h in plain_p.values())
+    assert asked_p == {c: h.replace("Do you like it.", "Do you like it?") for c, h in plain_p.items()}
+    (summ,) = (out / "greedy_search").glob("wer-summary-test-P-greedy_search-*-questions.json")
+    assert json.loads(summ.read_text())["questions"] == str(tmp_path / "questions.json.gz")
+    monkeypatch.setattr(sys, "argv", argv + ["--modes", "N", "--questions", str(tmp_path / "questions.json.gz")])
+    with pytest.raises(SystemExit, match="no P mode is decoded"):
+        decode_module.main()

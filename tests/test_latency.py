@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from conftest import scripted_search
 from zipformer_pc.runtime.latency import Snapshot, Trace, analyse, summarize, trace
 from zipformer_pc.text import strip_marks
 
@@ -48,49 +49,15 @@ def test_a_mark_that_changes_after_it_is_shown_counts_as_a_mark_revision():
     assert a["delays"] == pytest.approx([2.0]) and a["mark_delays"] == pytest.approx([2.0])
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """A random tiny conditioned model (chunks of 16 frames) and its vocabulary."""
-    import torch
-
-    from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
-    from zipformer_pc.export.onnx_export import export_model
-
-    tmp = tmp_path_factory.mktemp("latency_model")
-    pieces = ["<blk>", "<sos/eos>", "<unk>", ",", ".", "\u2581She", "\u2581she", "\u2581read", "s", "\u2581it"]
-    tokens = tmp / "tokens.txt"
-    tokens.write_text("".join(f"{t} {i}\n" for i, t in enumerate(pieces)))
-    torch.manual_seed(3)
-    head = HeadConfig(model_type="conditioned", vocab_size=len(pieces), decoder_dim=32, joiner_dim=32)
-    export_model(build_model(make_model_config("tiny", {}, head)).eval(), tmp / "onnx", tokens, 16, 64)
-    return tmp / "onnx", pieces
-
-
 # what the search emits, per mode: {encoder frame: piece}; the real encoder runs
 SCRIPT = {"P": {3: "\u2581She", 10: "\u2581read", 17: "s", 20: ",", 25: "\u2581it", 40: "."},
           "N": {3: "\u2581she", 10: "\u2581read", 17: "s", 25: "\u2581it"}}
 
 
-def scripted_search(pieces, script, emitted=None):
-    """A stand-in for the recognizer's greedy search that emits ``script[mode][frame]`` (the
-    frames it emits on are appended to ``emitted``)."""
-    def search(mode, enc, hyp, frame0):
-        last = -1
-        for f in range(frame0, frame0 + enc.shape[0]):
-            if f in script[mode]:
-                hyp.tokens.append(pieces.index(script[mode][f]))
-                hyp.frames.append(f)
-                if emitted is not None:
-                    emitted.append(f)
-                last = f
-        return last
-    return search
-
-
-def test_the_trace_of_a_streaming_recognizer_times_words_and_marks_by_their_chunks(exported):
+def test_the_trace_of_a_streaming_recognizer_times_words_and_marks_by_their_chunks(scripted_model):
     from zipformer_pc.runtime import StreamingRecognizer
 
-    model_dir, pieces = exported
+    model_dir, pieces = scripted_model
     rec = StreamingRecognizer.from_dir(model_dir)
     rec._greedy = scripted_search(pieces, SCRIPT)
     rate, piece = 16000, 0.1
@@ -122,12 +89,12 @@ def test_the_trace_of_a_streaming_recognizer_times_words_and_marks_by_their_chun
     assert lo <= a["P"]["mark_delays"][1] + 26 * fs <= hi
 
 
-def test_a_word_emitted_in_the_tail_padding_ends_with_the_audio(exported):
+def test_a_word_emitted_in_the_tail_padding_ends_with_the_audio(scripted_model):
     """The recognizer pads the audio's tail with silence; a word whose last piece comes in a
     padding frame (a late or eager model) ended with the speech, so its delay is not negative."""
     from zipformer_pc.runtime import StreamingRecognizer
 
-    model_dir, pieces = exported
+    model_dir, pieces = scripted_model
     rec = StreamingRecognizer.from_dir(model_dir)
     rate = 16000
     audio = (0.1 * np.random.default_rng(1).standard_normal(int(1.0 * rate))).astype(np.float32)

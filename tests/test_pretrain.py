@@ -33,10 +33,15 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     assert card.count("| norm | test set |") == card.count("| conditioned | test set |") == 2
     beam_tables = card.split("Modified beam search with 4 paths")[1].split("## Use")[0]
     assert "| norm | test set |" in beam_tables and "| conditioned | test set |" in beam_tables
-    # the token LMs of stage 4 are shipped, and the runtime's beam search with them is scored
-    assert {"lm-P.arpa.gz", "lm-N.arpa.gz"} <= names
-    lm_table = card.split("With the token LMs")[1].split("## Use")[0]
-    assert "| test | " in lm_table and "| test_ood | " in lm_table and "--lm-scale 0.5" in lm_table, lm_table
+    # the token LMs and the question model of stage 4 are shipped, and the runtime is scored with
+    # them: greedy and beam search as users run them, and beam search without the question model
+    assert {"lm-P.arpa.gz", "lm-N.arpa.gz", "questions.json.gz"} <= names
+    runtime = card.split("The ONNX runtime as users run it")[1].split("## Use")[0]
+    assert "--lm-scale 0.5" in runtime, runtime
+    for t in ("test", "test_ood"):
+        for row in ("greedy_search | no | yes", "modified_beam_search | yes | yes", "modified_beam_search | yes | no"):
+            assert f"| {t} | {row} |" in runtime, (t, row, runtime)
+    assert "`questions.json.gz` | the question model" in card and "--questions false" in card
     latency = card.split("## Caption latency")[1]
     assert "| chunk-32 | 640 | P |" in latency and "| chunk-16 | 320 | N |" in latency, latency
     assert not any(n.startswith("onnx_chunk") for n in names)  # measured, not shipped

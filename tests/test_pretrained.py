@@ -21,7 +21,8 @@ VOICE = ["-v", "en-us+m1", "-s", "165"]  # a training voice of the synthetic cor
 
 def test_the_shipped_files_are_complete_and_within_budget():
     names = {p.name for p in PRETRAINED.iterdir()}
-    for need in ("tokens.txt", "bpe.model", "norm.pt", "conditioned.pt", "MODEL_CARD.md", "lm-P.arpa.gz", "lm-N.arpa.gz"):
+    for need in ("tokens.txt", "bpe.model", "norm.pt", "conditioned.pt", "MODEL_CARD.md", "lm-P.arpa.gz", "lm-N.arpa.gz",
+                 "questions.json.gz"):
         assert need in names, need
     for part in ("encoder", "decoder-N", "decoder-P", "joiner-N", "joiner-P"):
         assert any(n.startswith(part) and n.endswith(".int8.onnx") for n in names), part
@@ -63,6 +64,28 @@ def test_the_shipped_model_transcribes_a_fresh_sentence(spoken, int8, search, tm
     assert normalized(got["P"]).split()[:3] == ref_n.split()[:3] or wer <= 10.0, got
     assert got["P"][:1].isupper(), got
     assert re.search(r"[.?!]$", got["P"]), got
+
+
+# not a sentence of the corpus either; a question by its words
+QUESTION = "Did you really think that she would come to the ball with him?"
+
+
+def test_the_shipped_question_model_ends_a_spoken_question_with_a_question_mark(tmp_path):
+    """The transducer writes a full stop after the question; the shipped question model
+    (questions.json.gz, on by default) makes it ``?``, and ``--questions false`` shows P as searched."""
+    wav = tmp_path / "question.wav"
+    subprocess.run(["espeak-ng", *VOICE, "-w", str(wav), QUESTION], check=True, capture_output=True)
+    got = {}
+    for flag in ("true", "false"):
+        out = tmp_path / f"{flag}.tsv"
+        r = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(PRETRAINED), str(wav),
+                            "--questions", flag, "--output", str(out)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        got[flag] = dict(line.split("\t")[1:] for line in out.read_text().splitlines())
+    assert score_corpus([("q", normalized(QUESTION), got["true"]["N"])]).summary()["wer"] <= 25.0, got
+    assert got["true"]["P"].endswith("?") and got["false"]["P"].endswith("."), got
+    assert got["true"]["P"][:-1] == got["false"]["P"][:-1] and got["true"]["N"] == got["false"]["N"]
 
 
 def test_the_shipped_norm_weights_seed_training():
@@ -155,7 +178,7 @@ def test_sherpa_onnx_reads_the_shipped_model_as_we_do(spoken, int8):
     from zipformer_pc.runtime import StreamingRecognizer, find_model_files
 
     files = find_model_files(PRETRAINED, int8=int8)
-    rec = StreamingRecognizer(files)
+    rec = StreamingRecognizer(files, questions=False)  # sherpa-onnx shows P as searched
     x = _speech_with_leading_silence(rec, spoken)
     ours = rec.recognize(x, rec.sample_rate)
     for mode in ("P", "N"):
@@ -174,7 +197,7 @@ def test_sherpa_onnx_beam_search_reads_the_shipped_model_as_we_do(spoken, int8):
     from zipformer_pc.runtime import StreamingRecognizer, find_model_files
 
     files = find_model_files(PRETRAINED, int8=int8)
-    rec = StreamingRecognizer(files, decoding_method="modified_beam_search", beam=4)
+    rec = StreamingRecognizer(files, decoding_method="modified_beam_search", beam=4, questions=False)
     x = _speech_with_leading_silence(rec, spoken)
     (seg,) = rec.recognize_segments(x, rec.sample_rate)
     for mode in ("P", "N"):

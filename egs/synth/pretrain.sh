@@ -59,8 +59,10 @@
 #      simulated streaming chunk 32, left 128)
 #   4  ONNX export of the conditioned model (fp32 + int8), its streaming RTF, the
 #      latency/stability of its captions per chunk size (extra exports, not shipped), the
-#      token LMs lm-P/lm-N.arpa.gz (local/train_lm.py) and the runtime's beam search with them
-#   5  publish: egs/synth/pretrained/ (ONNX, tokens, bpe.model, fp16 weights of both, MODEL_CARD.md)
+#      token LMs lm-P/lm-N.arpa.gz (local/train_lm.py), the question model questions.json.gz
+#      (local/train_questions.py) and the runtime's scores with them (greedy and beam search)
+#   5  publish: egs/synth/pretrained/ (ONNX, tokens, bpe.model, LMs, question model, fp16 weights
+#      of both, MODEL_CARD.md)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -187,13 +189,24 @@ if run_this 4; then
   python3 scoring/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
     --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1,2 --int8 false,true --max-utterances 100 \
     --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
-  log "Stage 4: token LMs of the training references for beam-search fusion, and the runtime's scores with them"
+  log "Stage 4: token LMs (beam-search fusion) and the question model of the training references"
   python3 local/train_lm.py --cuts "$fbank/synth_cuts_train.jsonl.gz" --bpe-model "$bpe_dir/bpe.model" \
     --out-dir "$exp_dir/conditioned/onnx"
-  for t in test test_ood; do
-    python3 export/onnx_streaming.py --model-dir "$exp_dir/conditioned/onnx" --cuts "$fbank/synth_cuts_$t.jsonl.gz" \
-      --decoding-method modified_beam_search --beam-size 4 --output "$exp_dir/conditioned/lm-recogs-$t.tsv" \
-      --scores-json "$exp_dir/conditioned/lm-scores-$t.json" > "$exp_dir/conditioned/lm-decode-$t.log"
+  python3 local/train_questions.py --cuts "$fbank/synth_cuts_train.jsonl.gz" \
+    --dev-cuts "$fbank/synth_cuts_dev.jsonl.gz" --out "$exp_dir/conditioned/onnx/questions.json.gz" --seed "$seed"
+  # the runtime as users run it (the question model on; beam search fuses the LMs), and beam search
+  # without the question model (P as searched, as sherpa-onnx shows it)
+  for run in greedy_search modified_beam_search modified_beam_search-noq; do
+    method=${run%-noq}
+    questions=true
+    [ "$run" = "$method" ] || questions=false
+    log "Stage 4: the runtime on test and test_ood ($method, --questions $questions)"
+    for t in test test_ood; do
+      python3 export/onnx_streaming.py --model-dir "$exp_dir/conditioned/onnx" --cuts "$fbank/synth_cuts_$t.jsonl.gz" \
+        --decoding-method "$method" --beam-size 4 --questions "$questions" \
+        --output "$exp_dir/conditioned/runtime-$run-$t.tsv" --scores-json "$exp_dir/conditioned/runtime-$run-$t.json" \
+        > "$exp_dir/conditioned/runtime-$run-$t.log"
+    done
   done
   # latency and stability of the captions per chunk size (exports at 16 and 64 beside the shipped 32)
   systems=(--system "chunk-$chunk=$exp_dir/conditioned/onnx")

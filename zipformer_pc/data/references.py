@@ -24,7 +24,8 @@ The punctuation config used for a corpus is recorded by the preparation
 stage next to its manifests (``punct_config.json``).
 """
 
-from typing import Any, Dict, Optional
+import re
+from typing import Any, Dict, Iterable, Iterator, Optional
 
 from zipformer_pc.text import DEFAULT_PUNCT, PunctConfig, normalized, punctuated
 
@@ -68,6 +69,36 @@ def get_p(sup, use_auto_punct: bool = False) -> Optional[str]:
     """The P reference of a supervision, or None. ``use_auto_punct`` reads P' instead."""
     custom = sup.custom or {}
     return custom.get(AUTO_PUNCT_KEY if use_auto_punct else P_KEY)
+
+
+_SPEED_SUFFIX = re.compile(r"_sp\d+(\.\d+)?$")
+
+
+class SupervisionsOnce:
+    """The supervisions of the cut manifests ``paths``, each utterance once:
+    speed-perturbed copies (cut ids ending in ``_spF``) are skipped and
+    counted in ``copies`` (text models such as the token LMs should not read
+    an utterance three times).  Iterate after construction; needs lhotse."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.paths = list(paths)
+        self.copies = 0
+        self.cuts = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        from lhotse import load_manifest_lazy
+
+        seen = set()
+        self.copies = self.cuts = 0
+        for path in self.paths:
+            for cut in load_manifest_lazy(path):
+                key = _SPEED_SUFFIX.sub("", cut.id)
+                if key in seen:
+                    self.copies += 1
+                    continue
+                seen.add(key)
+                self.cuts += 1
+                yield from cut.supervisions
 
 
 def any_auto_punct(cuts) -> bool:

@@ -15,6 +15,8 @@ Usage:
   python -m zipformer_pc.decoding.decode ... --chunk-size 32 --left-context-frames 128 --streaming true
   # cascade: a norm model's N output restored to P by the restoration model (prepare.sh stage 6)
   python -m zipformer_pc.decoding.decode --exp-dir egs/synth/exp/norm ... --restore-model data/synth/restore/p1/restore.onnx
+  # P's question sentences end with ? (the question model of local/train_questions.py, as the runtime's)
+  python -m zipformer_pc.decoding.decode ... --questions exp/onnx/questions.json.gz
 
 Output modes: N and P from ``two-decoder`` (each head) and ``conditioned``
 (each mode); P from ``punct`` with N derived by the shared normalization;
@@ -52,6 +54,7 @@ from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, wr
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
     parse_modes, rules, search_mode_for
 from zipformer_pc.options import str2bool
+from zipformer_pc.questions import QuestionModel
 from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
@@ -86,6 +89,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto (cuda:0 when CUDA is available, else cpu), cpu, cuda, cuda:N")
     p.add_argument("--restore-model", default="",
                    help="Cascade: restore P from the N output with this restoration model (.onnx or .pt checkpoint)")
+    p.add_argument("--questions", default="",
+                   help="a question model (questions.json.gz, local/train_questions.py): the P output's sentences "
+                        "it reads as questions end with ? instead of .")
     return p
 
 
@@ -264,6 +270,16 @@ def main() -> None:
     if not modes:
         raise SystemExit(f"A {model.model_type} model has none of the modes {args.modes}")
     model_name = "cascade" if restorer is not None else model.model_type
+    questions = None
+    if args.questions:
+        if MODE_P not in modes:
+            raise SystemExit("--questions rewrites the P output, and no P mode is decoded")
+        try:
+            questions = QuestionModel.load(args.questions)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"--questions: {e}")
+        logging.info(f"P: sentences that {args.questions} reads as questions end with ? "
+                     f"(threshold {questions.threshold:.2f})")
     lms: Dict[str, object] = {}
     if args.lm_dir:
         lms = load_lms(args.lm_dir, tokenizer, [MODE_NAMES[search_mode_for(model.model_type, m)] for m in modes])
@@ -282,12 +298,16 @@ def main() -> None:
         suffix += "-streaming"
     if restorer is not None:
         suffix += "-cascade"
+    if questions is not None:
+        suffix += "-questions"
     out_dir = Path(args.exp_dir) / args.decoding_method
     out_dir.mkdir(parents=True, exist_ok=True)
 
     rows = []
     for name, path in tests:
         res = decode_set(model, tokenizer, path, args, modes, restorer, lms)
+        if questions is not None:
+            res["hyps"][MODE_P] = {c: questions.rewrite_text(h) for c, h in res["hyps"][MODE_P].items()}
         rtf = res["decode_sec"] / max(res["audio_sec"], 1e-9)
         logging.info(f"{name}: {len(res['refs_n'])} utterances, {res['audio_sec']:.1f} s audio, RTF {rtf:.3f}")
         summaries: Dict[int, Dict[str, object]] = {}
@@ -309,6 +329,8 @@ def main() -> None:
                          "averaged": model.averaged})
             if restorer is not None:
                 summ["restore_model"] = args.restore_model
+            if questions is not None and m == MODE_P:
+                summ["questions"] = args.questions
             summaries[m] = summ
             stem = f"{name}-{tag}-{suffix}"
             write_recogs(out_dir / f"recogs-{stem}.txt", pairs)

@@ -11,6 +11,8 @@ Usage:
   python export/onnx_streaming.py --model-dir DIR --cuts CUTS --per-speaker true --scores-json scores.json
   # modified beam search (4 paths) instead of greedy search
   python export/onnx_streaming.py --model-dir DIR --decoding-method modified_beam_search --beam-size 4 a.wav
+  # P as searched: no question model (questions.json.gz of the model dir) turning . into ?
+  python export/onnx_streaming.py --model-dir DIR --questions false a.wav
 
 (``zpc-transcribe`` is the same command once the package is installed.)
 Needs only onnxruntime, numpy and kaldi-native-fbank; ``--cuts`` also needs
@@ -110,7 +112,8 @@ def main(argv=None) -> None:
             print(speaker_table(by_speaker))
         if args.scores_json:
             search = {"decoding_method": rec.decoding_method, "int8": args.int8,
-                      "lms": sorted(rec.lms), "num_threads": args.num_threads}
+                      "lms": sorted(rec.lms), "num_threads": args.num_threads,
+                      "questions": rec.questions is not None}
             if rec.decoding_method == "modified_beam_search":
                 search.update(beam=rec.beam, lm_scale=rec.lm_scale,
                               lm_token_bonus=rec.lm_token_bonus if rec.lms else None)

@@ -54,6 +54,12 @@ with its own scale, so batching frames would change the result):
   ``lm_scale * log P_LM(token | the path's last tokens) + lm_token_bonus``
   before the paths are pruned (shallow fusion; a segment's LM context starts
   at ``<s>``).
+
+When the model dir has a question model (``questions.json.gz``,
+``local/train_questions.py``, :mod:`zipformer_pc.questions`), P's text,
+words and tokens show ``?`` where a sentence the search ended with ``.``
+reads as a question (``questions=False``: as searched, as sherpa-onnx
+shows it).  The search itself is not changed.
 """
 
 import logging
@@ -67,6 +73,8 @@ import onnxruntime as ort
 from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS, BoundLm, NgramLm, find_lm
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
+from zipformer_pc.options import str2bool
+from zipformer_pc.questions import QuestionModel, find_questions
 from zipformer_pc.runtime.endpoint import EndpointConfig
 from zipformer_pc.runtime.stream import BeamHyp, ModeState, Segment, Stream
 from zipformer_pc.runtime.timestamps import TimedWord, is_mark, token_times, word_times
@@ -88,6 +96,9 @@ def add_search_options(p) -> None:
     p.add_argument("--lm-token-bonus", type=float, default=DEFAULT_LM_TOKEN_BONUS,
                    help="added to each token's score with the LM (it offsets the LM's cost per token, "
                         "which would otherwise favour dropping words)")
+    p.add_argument("--questions", type=str2bool, default=True,
+                   help="use the model dir's question model (questions.json.gz, when it has one): P ends the "
+                        "sentences it reads as questions with ? (false: P as searched)")
 
 
 def search_kwargs(args, model_dir) -> Dict[str, object]:
@@ -97,7 +108,7 @@ def search_kwargs(args, model_dir) -> Dict[str, object]:
         has_lm = any(find_lm(model_dir, m) for m in RUNTIME_ORDER)
         scale = DEFAULT_LM_SCALE if has_lm and args.decoding_method == "modified_beam_search" else 0.0
     return {"decoding_method": args.decoding_method, "beam": args.beam_size, "lm_scale": scale,
-            "lm_token_bonus": args.lm_token_bonus}
+            "lm_token_bonus": args.lm_token_bonus, "questions": args.questions}
 
 
 def _session(path: Path, threads: int) -> ort.InferenceSession:
@@ -137,6 +148,9 @@ def find_model_files(model_dir: Path, int8: bool = False) -> Dict[str, Path]:
         lm = find_lm(model_dir, mode)
         if lm is not None:
             files[f"lm-{mode}"] = lm
+    questions = find_questions(model_dir)
+    if questions is not None:
+        files["questions"] = questions
     if not files["tokens"].exists():
         raise FileNotFoundError(f"{files['tokens']} is missing")
     return files
@@ -157,12 +171,14 @@ class StreamingRecognizer:
       beam: paths kept by ``modified_beam_search``.
       lm_scale, lm_token_bonus: shallow fusion of the ``lm-MODE`` files
         (``modified_beam_search`` only; 0: none).
+      questions: whether P shows ``?`` where the ``questions`` file's model
+        reads a question (when ``files`` has one).
     """
 
     def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None,
                  endpoint: Optional[EndpointConfig] = None, batch_encoder: Optional[bool] = None,
                  decoding_method: str = "greedy_search", beam: int = 4,
-                 lm_scale: float = 0.0, lm_token_bonus: float = 0.0) -> None:
+                 lm_scale: float = 0.0, lm_token_bonus: float = 0.0, questions: bool = True) -> None:
         if decoding_method not in DECODING_METHODS:
             raise ValueError(f"decoding_method must be one of {', '.join(DECODING_METHODS)}, not {decoding_method!r}")
         if beam < 1:
@@ -221,6 +237,11 @@ class StreamingRecognizer:
                                         f"{','.join(self.search_modes)} (local/train_lm.py writes them)")
             _log.info("modified_beam_search fuses the token LMs %s (--lm-scale %g, --lm-token-bonus %g)",
                       ", ".join(str(files[f"lm-{m}"]) for m in self.lms), lm_scale, lm_token_bonus)
+        self.questions: Optional[QuestionModel] = None
+        if questions and "questions" in files and "P" in self.search_modes:
+            self.questions = QuestionModel.load(files["questions"])
+            _log.info("P: sentences that %s reads as questions end with ? (threshold %.2f)", files["questions"],
+                      self.questions.threshold)
         self._state_inputs = self.encoder.get_inputs()[1:]
         self._state_shapes = self._init_state_shapes()
         # the batch axis of each state: the one the export named (sherpa-onnx's layout:
@@ -385,7 +406,7 @@ class StreamingRecognizer:
         texts = self.get_result(s)
         words, toks = {}, {}
         for m, h in s.hyps.items():
-            pieces = [self.tokens[i] for i in h.tokens]
+            pieces = self.pieces(m, h.tokens)
             words[m] = word_times(pieces, h.frames, self.frame_seconds)
             toks[m] = token_times(pieces, h.frames, self.frame_seconds)
         return Segment(len(s.segments), s.segment_start * self.frame_seconds, s.frames_done * self.frame_seconds,
@@ -414,6 +435,8 @@ class StreamingRecognizer:
             if n == 0 or m not in prev.text:
                 continue
             marks = [self.tokens[i].lstrip("\u2581") for i in h.tokens[:n]]
+            if m == "P" and self.questions is not None:  # the marks end the previous segment's sentence
+                marks = self.questions.rewrite_pieces(list(prev.text[m]) + marks)[-n:]
             times = token_times(marks, h.frames[:n], self.frame_seconds)
             prev.text[m] += "".join(marks)
             prev.tokens.setdefault(m, []).extend(times)
@@ -506,14 +529,20 @@ class StreamingRecognizer:
         hyp.tokens, hyp.frames, hyp.decoder_out = list(best.tokens), list(best.frames), best.decoder_out
         return best.frames[-1] if best.frames and best.frames[-1] >= frame0 else -1
 
-    def text(self, token_ids: Sequence[int]) -> str:
-        return " ".join("".join(self.tokens[i] for i in token_ids).replace("\u2581", " ").split())
+    def pieces(self, mode: str, token_ids: Sequence[int]) -> List[str]:
+        """The pieces ``mode`` shows for ``token_ids``: in P, the ``.`` that ends a
+        sentence the question model reads as a question is ``?``."""
+        pieces = [self.tokens[i] for i in token_ids]
+        return self.questions.rewrite_pieces(pieces) if mode == "P" and self.questions is not None else pieces
+
+    def text(self, mode: str, token_ids: Sequence[int]) -> str:
+        return " ".join("".join(self.pieces(mode, token_ids)).replace("\u2581", " ").split())
 
     def get_result(self, s: Stream) -> Dict[str, str]:
         """Current (partial, or final after ``input_finished``) transcripts by mode.
         A ``punct``-only model also reports N, derived by the recipe's normalization
         (the derived modes of ``zipformer_pc.modes``)."""
-        return add_derived(self.transducer_type, {m: self.text(h.tokens) for m, h in s.hyps.items()})
+        return add_derived(self.transducer_type, {m: self.text(m, h.tokens) for m, h in s.hyps.items()})
 
     def get_tokens(self, s: Stream) -> Dict[str, List[int]]:
         return {m: list(h.tokens) for m, h in s.hyps.items()}

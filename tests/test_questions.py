@@ -1,0 +1,209 @@
+"""The question model (zipformer_pc.questions): training, the rewrite of P, storage, and its use by
+the runtime, decoding's command line and local/train_questions.py."""
+
+import gzip
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import scripted_search
+from zipformer_pc.questions import (FILE_NAME, QuestionModel, decision_counts, features, sentences, train,
+                                    tune_threshold)
+from zipformer_pc.text import normalized
+
+SUBJECTS = ["you", "she", "he", "they", "we", "i", "your sister", "the colonel", "mister darcy", "her mother"]
+VERBS = ["like it", "know him", "come to the ball", "see the letter", "walk to town", "read the book"]
+
+
+def corpus():
+    """Sentences of a toy language: questions start with do/does/will or a wh-word, statements don't."""
+    out = []
+    for i, s in enumerate(SUBJECTS):
+        for j, v in enumerate(VERBS):
+            aux = ["do", "will", "why do", "when will"][(i + j) % 4]
+            out.append((f"{aux} {s} {v}".split(), "?"))
+            out.append((f"{s} {['will', 'must', 'may'][(i + j) % 3]} {v}".split(), "."))
+            out.append((f"indeed, {s} {v}".replace(",", " ,").split(), "."))
+    return out
+
+
+@pytest.fixture(scope="module")
+def model():
+    return train(corpus(), seed=1)
+
+
+def test_sentences_split_p_text_at_full_stops_and_question_marks_with_commas_kept():
+    got = list(sentences("But, my dear, what is it? It is Mister Darcy. And then"))
+    assert got == [(["but", ",", "my", "dear", ",", "what", "is", "it"], "?"), (["it", "is", "mister", "darcy"], ".")]
+    # the one normalization: hyphens split, case folded, marks other than , left out
+    assert list(sentences("A well-known; Tale.")) == [(["a", "well", "known", "tale"], ".")]
+
+
+def test_features_read_the_start_the_end_and_each_comma_clause():
+    f = features(["but", ",", "what", "is", "it"])
+    assert {"f1=but", "l2=is it", "c1=what", "c2=what is", "lc1=what", "u=is", "b=but what", "n=4"} <= set(f)
+    assert features([",", ","]) == []
+
+
+def test_training_learns_the_toy_questions_and_is_reproducible(model):
+    assert model.is_question("will the colonel see the letter".split())
+    assert not model.is_question("the colonel will see the letter".split())
+    assert decision_counts(model, corpus()) == {"tp": 60, "fp": 0, "fn": 0, "tn": 120}
+    again = train(corpus(), seed=1)
+    assert again.weights == model.weights and again.bias == model.bias
+    assert train(corpus(), seed=2).weights != model.weights  # the seed orders the updates
+    with pytest.raises(ValueError, match="no sentences"):
+        train([])
+
+
+def test_rewrite_turns_only_the_full_stops_of_questions_into_question_marks(model):
+    text = "Will you come to the ball. I know him, do you know him. Indeed, she may come."
+    out = model.rewrite_text(text)
+    assert out == "Will you come to the ball? I know him, do you know him? Indeed, she may come."
+    assert normalized(out) == normalized(text) and len(out) == len(text)
+    # a ? the transducer wrote stays; words after the last mark are not a sentence yet
+    assert model.rewrite_text("She may come? Do you") == "She may come? Do you"
+    assert model.rewrite_text("") == ""
+
+
+def test_rewriting_pieces_and_text_agree(model):
+    """The runtime rewrites sentencepiece pieces, decoding rewrites the text: the same decisions."""
+    pieces = ["\u2581Will", "\u2581you", "\u2581come", "\u2581to", "\u2581the", "\u2581ball", ".", "\u2581I",
+              "\u2581know", "\u2581him", ".", "\u2581Do", "\u2581they", "\u2581like", "\u2581it", "?"]
+    out = model.rewrite_pieces(pieces)
+    assert [i for i, (a, b) in enumerate(zip(pieces, out)) if a != b] == [6]
+    text = "".join(pieces).replace("\u2581", " ").strip()
+    assert "".join(out).replace("\u2581", " ").strip() == model.rewrite_text(text)
+
+
+def test_threshold_tuning_minimises_wrong_marks(model):
+    # a dev set where one statement looks like a question: the tuned threshold keeps the others right
+    dev = corpus()[:30]
+    t = tune_threshold(model, dev)
+    c = decision_counts(model, dev, t)
+    assert c["fp"] + c["fn"] == min(sum(decision_counts(model, dev, g / 20)[k] for k in ("fp", "fn"))
+                                    for g in range(2, 19))
+    assert tune_threshold(model, [e for e in dev if e[1] == "."]) == 0.5  # no question: nothing to tune
+
+
+def test_saved_models_load_back_and_bad_files_say_what_they_are(model, tmp_path):
+    path = tmp_path / FILE_NAME
+    model.save(path)
+    back = QuestionModel.load(path)
+    assert back.weights == model.weights and back.threshold == model.threshold
+    toks = "do they walk to town".split()
+    assert back.probability(toks) == pytest.approx(model.probability(toks))
+    assert path.read_bytes() == (model.save(tmp_path / "again.json.gz") or (tmp_path / "again.json.gz").read_bytes())
+    with pytest.raises(FileNotFoundError, match="no such question model"):
+        QuestionModel.load(tmp_path / "missing.json.gz")
+    (tmp_path / "lm.json.gz").write_bytes(gzip.compress(b'{"weights": {}}'))
+    with pytest.raises(ValueError, match="not a question model"):
+        QuestionModel.load(tmp_path / "lm.json.gz")
+    (tmp_path / "text.json.gz").write_text("not gzip")
+    with pytest.raises(ValueError, match="not a question model"):
+        QuestionModel.load(tmp_path / "text.json.gz")
+    d = json.loads(gzip.decompress(path.read_bytes()))
+    d["version"] = 99
+    (tmp_path / "new.json").write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="version 99"):
+        QuestionModel.load(tmp_path / "new.json")
+    with pytest.raises(ValueError, match="threshold"):
+        QuestionModel({}, 0.0, threshold=1.0)
+
+
+SCRIPT = {"P": {3: "\u2581She", 10: "\u2581read", 17: "s", 20: ",", 25: "\u2581it", 40: "."},
+          "N": {3: "\u2581she", 10: "\u2581read", 17: "s", 25: "\u2581it"}}
+
+
+def test_the_runtime_shows_question_marks_in_text_words_and_tokens(scripted_model, tmp_path):
+    """With questions.json.gz in the model dir P's text, word and token times show ``?``; the
+    search is unchanged, N too, and ``questions=False`` shows P as searched."""
+    from zipformer_pc.runtime import StreamingRecognizer, find_model_files
+
+    src, pieces = scripted_model
+    model_dir = tmp_path / "onnx"
+    shutil.copytree(src, model_dir)
+    QuestionModel({}, 5.0).save(model_dir / FILE_NAME)  # every sentence is a question
+    assert find_model_files(model_dir)["questions"] == model_dir / FILE_NAME
+    audio = (0.1 * np.random.default_rng(0).standard_normal(int(2.3 * 16000))).astype(np.float32)
+    results = {}
+    for questions in (True, False):
+        rec = StreamingRecognizer.from_dir(model_dir, questions=questions)
+        rec._greedy = scripted_search(pieces, SCRIPT)
+        (seg,) = rec.recognize_segments(audio, 16000, 0.1)
+        results[questions] = seg
+    on, off = results[True], results[False]
+    assert off.text == {"P": "She reads, it.", "N": "she reads it"}
+    assert on.text == {"P": "She reads, it?", "N": "she reads it"}
+    assert [w.word for w in on.words["P"]] == ["She", "reads,", "it?"]
+    assert [t.token for t in on.tokens["P"]][-1] == "?" and [t.token for t in off.tokens["P"]][-1] == "."
+    assert [t.start for t in on.tokens["P"]] == [t.start for t in off.tokens["P"]]
+    # a model dir without the file: P as searched
+    assert StreamingRecognizer.from_dir(src).questions is None
+
+
+def write_cuts(path, texts):
+    """A cut manifest whose supervisions carry the P references ``texts`` (None: N only)."""
+    from lhotse import CutSet, MonoCut, SupervisionSegment
+
+    cuts = []
+    for cid, p in texts:
+        custom = {"text_p": p} if p is not None else None
+        sup = SupervisionSegment(id=cid, recording_id=cid, start=0, duration=1, text=normalized(p or "x"),
+                                 custom=custom)
+        cuts.append(MonoCut(id=cid, start=0, duration=1, channel=0, supervisions=[sup]))
+    CutSet.from_cuts(cuts).to_file(path)
+
+
+def test_train_questions_script_reads_each_utterance_once_and_tunes_on_dev(tmp_path, caplog):
+    from conftest import local_module
+
+    pairs = [(s, v) for s in SUBJECTS for v in VERBS]
+    train_texts = [(f"q{i}", f"Do {s} {v}?") for i, (s, v) in enumerate(pairs)] + \
+        [(f"s{i}", f"Indeed, {s} {v}.") for i, (s, v) in enumerate(pairs)]
+    train_texts += [(cid + "_sp0.9", p) for cid, p in train_texts[:5]] + [("nop", None)]
+    write_cuts(tmp_path / "train.jsonl.gz", train_texts)
+    write_cuts(tmp_path / "dev.jsonl.gz", [("d1", "Do they like it? Indeed, we like it."), ("d2", "Do we know him?")])
+    out = tmp_path / FILE_NAME
+    script = local_module("train_questions")
+    with caplog.at_level("INFO"):
+        script.main(["--cuts", str(tmp_path / "train.jsonl.gz"), "--dev-cuts", str(tmp_path / "dev.jsonl.gz"),
+                     "--out", str(out)])
+    assert "1 without a P reference, 5 speed-perturbed copies skipped" in caplog.text
+    m = QuestionModel.load(out)
+    assert m.info["sentences"] == len(SUBJECTS) * len(VERBS) * 2 and m.info["questions"] == len(SUBJECTS) * len(VERBS)
+    assert m.info["dev"] == {"tp": 2, "fp": 0, "fn": 0, "tn": 1} and 0 < m.threshold < 1
+    assert m.rewrite_text("Do you see the letter. Indeed, you see it.") == \
+        "Do you see the letter? Indeed, you see it."
+    with pytest.raises(SystemExit, match="--epochs"):
+        script.main(["--cuts", str(tmp_path / "train.jsonl.gz"), "--out", str(out), "--epochs", "0"])
+    write_cuts(tmp_path / "statements.jsonl.gz", [("s1", "It is late."), ("s2", "We know him.")])
+    with pytest.raises(SystemExit, match="no question"):
+        script.main(["--cuts", str(tmp_path / "statements.jsonl.gz"), "--out", str(out)])
+
+
+def test_a_full_stop_after_an_endpoint_joins_its_sentence_as_a_question_mark(scripted_model, tmp_path):
+    """A mark the search emits after an endpoint ends the previous segment's sentence
+    (``_reattach_leading_marks``): the question model decides it with that sentence's words."""
+    from zipformer_pc.runtime import StreamingRecognizer
+    from zipformer_pc.runtime.endpoint import EndpointConfig
+
+    src, pieces = scripted_model
+    model_dir = tmp_path / "onnx"
+    shutil.copytree(src, model_dir)
+    QuestionModel({}, 5.0).save(model_dir / FILE_NAME)
+    script = {"P": {3: "\u2581She", 10: "\u2581read", 17: "s", 25: "\u2581it", 60: "."},
+              "N": {3: "\u2581she", 10: "\u2581read", 17: "s", 25: "\u2581it"}}
+    audio = (0.1 * np.random.default_rng(0).standard_normal(3 * 16000)).astype(np.float32)
+    segments = {}
+    for questions in (True, False):
+        rec = StreamingRecognizer.from_dir(model_dir, questions=questions,
+                                           endpoint=EndpointConfig.from_options(rule2_min_trailing_silence=0.4))
+        rec._greedy = scripted_search(pieces, script)
+        segments[questions] = rec.recognize_segments(audio, 16000, 0.1)
+    (on,), (off,) = segments[True], segments[False]
+    assert off.text["P"] == "She reads it." and on.text["P"] == "She reads it?"
+    assert on.words["P"][-1].word == "it?" and on.tokens["P"][-1].token == "?"
+    assert on.end == off.end and on.end >= 61 * StreamingRecognizer.from_dir(src).frame_seconds
