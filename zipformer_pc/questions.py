@@ -114,11 +114,11 @@ class QuestionModel:
         z = self.bias + sum(self.weights.get(f, 0.0) for f in features(tokens))
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
-    def _is_question(self, tokens: Tuple[str, ...]) -> bool:
-        return bool(tokens) and self.probability(tokens) >= self.threshold
+    def _is_question(self, tokens: Tuple[str, ...], threshold: float) -> bool:
+        return bool(tokens) and self.probability(tokens) >= threshold
 
     def is_question(self, tokens: Sequence[str]) -> bool:
-        return self._decide(tuple(tokens))
+        return self._decide(tuple(tokens), self.threshold)  # cached per sentence (streaming repeats them)
 
     def rewrite_pieces(self, pieces: Sequence[str]) -> List[str]:
         """``pieces`` (sentencepiece pieces, or the characters of a text) with the
