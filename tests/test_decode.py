@@ -201,7 +201,7 @@ def test_questions_rewrite_the_p_output_as_the_runtime_does(trained_tiny_model, 
 
     monkeypatch.setattr(decode_module, "decode_set", with_a_question)
     out = tmp_path / "exp"
-    shutil.copytree(exp_dir, out)
+    shutil.copytree(exp_dir, out, ignore=shutil.ignore_patterns("greedy_search", "modified_beam_search"))
     argv = ["decode", "--exp-dir", str(out), "--epoch", str(epoch), "--avg", "2", "--bpe-model",
             str(tiny_corpus / "lang_bpe_120" / "bpe.model"), "--test-sets",
             f"test={tiny_corpus / 'fbank' / 'synth_cuts_test.jsonl.gz'}"]

@@ -93,6 +93,7 @@ class _Scripted:
         rec.transducer_type = "conditioned"
         rec.frame_seconds = F
         rec.context_size = 2
+        rec.questions = None  # P as searched
         rec.endpoint = EndpointConfig.from_options(rule2_min_trailing_silence=0.4)
         rec.initial_hyp = lambda mode: ModeState(tokens=[], decoder_out=np.zeros(1))
         self.rec, self.emit = rec, emit
