@@ -66,6 +66,10 @@ def sentences(text: str) -> Iterable[Tuple[List[str], str]]:
             pairs = []
 
 
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+
 def features(tokens: Sequence[str]) -> List[str]:
     """The sparse features of one sentence (see the module docstring)."""
     words = [t for t in tokens if t != _COMMA]
@@ -112,7 +116,7 @@ class QuestionModel:
     def probability(self, tokens: Sequence[str]) -> float:
         """``P(question)`` of one sentence's tokens (:func:`sentence_tokens`)."""
         z = self.bias + sum(self.weights.get(f, 0.0) for f in features(tokens))
-        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+        return _sigmoid(z)
 
     def _is_question(self, tokens: Tuple[str, ...], threshold: float) -> bool:
         return bool(tokens) and self.probability(tokens) >= threshold
@@ -202,7 +206,7 @@ def train(examples: Sequence[Tuple[List[str], str]], epochs: int = 10, l2: float
         rng.shuffle(data)
         for feats, y in data:
             z = bias + sum(weights.get(f, 0.0) for f in feats)
-            g = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z)))) - y
+            g = _sigmoid(z) - y
             bias_square += g * g
             bias -= rate * g / math.sqrt(bias_square)
             for f in feats:
