@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from zipformer_pc.model.joiner import Joiner
-from zipformer_pc.model.pruned_rnnt import lattice_loss, prune_ranges, pruned_rnnt_loss, simple_lattice
+from zipformer_pc.model.pruned_rnnt import connect_windows, lattice_loss, prune_ranges, pruned_rnnt_loss, simple_lattice
 
 torchaudio = pytest.importorskip("torchaudio")
 
@@ -156,3 +156,42 @@ def test_the_pruned_loss_runs_in_float32_under_bfloat16_autocast():
     assert out.dtype == torch.float32 and torch.isfinite(out)
     assert abs(float(out.detach()) - float(ref.detach())) < 0.05 * abs(float(ref.detach()))
     out.backward()
+
+
+def test_simple_loss_gradient_after_its_posteriors_were_taken_for_pruning():
+    """pruned_rnnt_loss asks the simple lattice for its arc posteriors (the
+    pruning bounds) before the training loss's backward: the second backward,
+    scaled as the loss weights it, must still be torchaudio's gradient."""
+    enc, dec, joiner, am_proj, lm_proj, y, t_lens, u_lens = make_inputs(5)
+    simple, _ = pruned_rnnt_loss(enc, t_lens, dec, joiner, am_proj, lm_proj, y, u_lens, prune_range=3, lm_scale=0.0)
+    ref = full_loss(am_proj(enc)[:, :, None, :] + lm_proj(dec)[:, None, :, :], y, t_lens, u_lens).sum()
+    assert torch.allclose(simple, ref, rtol=1e-5)
+    g_ours = torch.autograd.grad(0.3 * simple, [enc, dec, am_proj.weight])
+    g_ref = torch.autograd.grad(0.3 * ref, [enc, dec, am_proj.weight])
+    for a, b in zip(g_ours, g_ref):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def sequential_bounds(start, t_lens, max_start, step):
+    """The window constraints of prune_ranges, frame by frame."""
+    start = start.clone()
+    for t in range(1, start.size(1)):
+        start[:, t] = torch.minimum(start[:, t], start[:, t - 1] + step)
+    start[torch.arange(start.size(0)), t_lens - 1] = max_start
+    for t in range(start.size(1) - 2, -1, -1):
+        start[:, t] = torch.maximum(start[:, t], start[:, t + 1] - step)
+    start[:, 0] = 0
+    return start
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_window_scans_equal_the_frame_by_frame_rule(seed):
+    g = torch.Generator().manual_seed(seed)
+    n, t_max, step = 5, 40, 2
+    t_lens = torch.randint(1, t_max + 1, (n,), generator=g)
+    max_start = torch.randint(0, 30, (n,), generator=g)
+    start = torch.randint(0, 30, (n, t_max), generator=g)
+    start[:, 0] = 0
+    start = torch.cummax(start, dim=1).values  # as prune_ranges gives it: jumps of any size
+    got = connect_windows(start, t_lens, max_start, step)
+    assert torch.equal(got, sequential_bounds(start, t_lens, max_start, step))

@@ -1,8 +1,8 @@
 """Pruned RNN-T loss in plain PyTorch, for machines without k2.
 
 The idea is k2's (Kuang et al., "Pruned RNN-T for fast, memory-efficient ASR
-training", 2022); this is our own implementation with autograd, written for
-clarity rather than speed of the recursion:
+training", 2022); this is our own implementation, in PyTorch operations with
+the lattice's forward and backward recursions written out:
 
 1. A "simple" loss from a trivial joiner, ``logits(t, u) = am(t) + lm(u)``
    over the vocabulary.  Its normaliser for every lattice node is one batched
@@ -32,35 +32,104 @@ import torch
 _REMOVED = -1.0e4
 
 
+def _forward_scores(px: torch.Tensor, py: torch.Tensor) -> torch.Tensor:
+    """alpha(t, u): log-weight of all partial paths from (0, 0) to node (t, u), (N, T, U+1).
+
+    The recursion runs over the symbol positions u (U+1 steps, far fewer than
+    the T frames of a BPE transducer), each step one logcumsumexp over time.
+    cb[t, u] = sum of the blank arcs (0..t-1, u), moving right along row u.  Row
+    u is entered from row u-1 by a symbol arc at some frame k:
+      alpha(t, u) = logsum_{k<=t} [alpha(k, u-1) + px(k, u-1)] + cb[t, u] - cb[k, u]
+    """
+    n, t_max, u1 = py.shape
+    cb = torch.cat([py.new_zeros(n, 1, u1), py.cumsum(dim=1)[:, :-1]], dim=1)
+    alphas = py.new_empty(n, t_max, u1)
+    alphas[:, :, 0] = cb[:, :, 0]  # row 0: blanks only, from (0, 0)
+    for u in range(1, u1):
+        c = cb[:, :, u]
+        alphas[:, :, u] = c + torch.logcumsumexp(alphas[:, :, u - 1] + px[:, :, u - 1] - c, dim=1)
+    return alphas
+
+
+def _backward_scores(px: torch.Tensor, py: torch.Tensor, t_lens: torch.Tensor, u_lens: torch.Tensor) -> torch.Tensor:
+    """beta(t, u): log-weight of all partial paths from node (t, u) to the end,
+    final blank included, (N, T, U+1); -inf off each utterance's lattice.
+
+    The mirror of :func:`_forward_scores`, from row U down: row u leaves to row
+    u+1 by a symbol arc at some frame k >= t after the blanks t..k-1:
+      beta(t, u) = logsum_{t<=k<T_n} [px(k, u) + beta(k, u+1) + cb[k, u]] - cb[t, u]
+    and row U_n is blanks to the end, cb[T_n, U_n] - cb[t, U_n] + 0.
+    """
+    n, t_max, u1 = py.shape
+    cbf = torch.cat([py.new_zeros(n, 1, u1), py.cumsum(dim=1)], dim=1)  # (N, T+1, U+1)
+    cb = cbf[:, :-1]
+    on_time = torch.arange(t_max, device=py.device)[None, :] < t_lens[:, None]  # (N, T)
+    off = torch.tensor(float("-inf"), dtype=py.dtype, device=py.device)
+    last = cbf.gather(1, t_lens.view(n, 1, 1).expand(n, 1, u1)).squeeze(1)  # cb[T_n, u], (N, U+1)
+    betas = py.new_empty(n, t_max, u1)
+    for u in range(u1 - 1, -1, -1):
+        c = cb[:, :, u]
+        end_row = torch.where(on_time, last[:, u, None] - c, off)
+        if u == u1 - 1:
+            row = end_row
+        else:
+            leave = torch.where(on_time, px[:, :, u] + betas[:, :, u + 1] + c, off)
+            row = torch.logcumsumexp(leave.flip(1), dim=1).flip(1) - c
+            row = torch.where((u_lens == u)[:, None], end_row, row)
+        betas[:, :, u] = torch.where((u_lens >= u)[:, None], row, off)
+    return betas
+
+
+class _LatticeLoss(torch.autograd.Function):
+    """-log Z with its gradient as the arc posteriors, computed by the backward
+    recursion (autograd through the forward recursion's logcumsumexps costs
+    several times the forward).  The posteriors are kept for a second backward
+    (``pruned_rnnt_loss`` asks for them once for the pruning bounds and once
+    more in the training loss's backward)."""
+
+    @staticmethod
+    def forward(ctx, px, py, t_lens, u_lens):
+        n, t_max, u1 = py.shape
+        alphas = _forward_scores(px, py)
+        idx_n = torch.arange(n, device=py.device)
+        last_t = (t_lens - 1).clamp(min=0)
+        log_z = alphas[idx_n, last_t, u_lens] + py[idx_n, last_t, u_lens]
+        ctx.save_for_backward(px, py, alphas, t_lens, u_lens, log_z)
+        ctx.posteriors = None
+        return -log_z
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.posteriors is None:
+            px, py, alphas, t_lens, u_lens, log_z = ctx.saved_tensors
+            n, t_max, u1 = py.shape
+            betas = _backward_scores(px, py, t_lens, u_lens)
+            base = alphas - log_z.view(n, 1, 1)
+            post_x = (base[:, :, :-1] + px + betas[:, :, 1:]).exp()
+            # a blank at (t, u) goes on to (t+1, u); the final blank leaves (T_n-1, U_n)
+            after = torch.cat([betas[:, 1:], betas.new_full((n, 1, u1), float("-inf"))], dim=1)
+            idx_n = torch.arange(n, device=py.device)
+            after[idx_n, (t_lens - 1).clamp(min=0), u_lens] = 0.0
+            post_y = (base + py + after).exp()
+            ctx.posteriors = (post_x, post_y)
+        post_x, post_y = ctx.posteriors
+        scale = -grad.view(-1, 1, 1)
+        return post_x * scale, post_y * scale, None, None
+
+
 def lattice_loss(px: torch.Tensor, py: torch.Tensor, t_lens: torch.Tensor, u_lens: torch.Tensor) -> torch.Tensor:
     """Negative log-probability of all alignments, per utterance.
 
     Args:
       px: (N, T, U) log-probability of emitting symbol u+1 at node (t, u).
       py: (N, T, U+1) log-probability of blank at node (t, u).
-      t_lens, u_lens: (N,) frames and symbols of each utterance.
+      t_lens, u_lens: (N,) frames (at least 1) and symbols of each utterance.
     Returns:
-      (N,) losses (float64).
+      (N,) losses (float64); their gradient with respect to px / py is minus
+      the posterior of each arc.
     """
-    n, t_max, u1 = py.shape
-    px = px.double()
-    py = py.double()
-    # The recursion runs over the symbol positions u (U+1 steps, far fewer
-    # than the T frames of a BPE transducer), each step one logcumsumexp over
-    # time.  cb[t, u] = sum of the blank arcs (0..t-1, u): moving right along
-    # row u.  Row u is entered from row u-1 by a symbol arc at some frame k:
-    #   alpha(t, u) = logsum_{k<=t} [alpha(k, u-1) + px(k, u-1)] + cb[t, u] - cb[k, u]
-    cb = torch.cat([py.new_zeros(n, 1, u1), py.cumsum(dim=1)[:, :-1]], dim=1)  # (N, T, U+1)
-    alphas = [cb[:, :, 0]]  # row 0: blanks only, from (0, 0)
-    for u in range(1, u1):
-        c = cb[:, :, u]
-        arrive = alphas[-1] + px[:, :, u - 1]
-        alphas.append(c + torch.logcumsumexp(arrive - c, dim=1))
-    alphas = torch.stack(alphas, dim=2)  # (N, T, U+1)
-    idx_n = torch.arange(n, device=px.device)
-    last_t = (t_lens - 1).clamp(min=0)
-    final = alphas[idx_n, last_t, u_lens] + py[idx_n, last_t, u_lens]
-    return -final
+    long = dict(device=py.device, dtype=torch.long)
+    return _LatticeLoss.apply(px.double(), py.double(), t_lens.to(**long), u_lens.to(**long))
 
 
 def _symbol_arcs(am: torch.Tensor, lm: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -127,14 +196,23 @@ def prune_ranges(
     start = torch.where(frames >= (t_lens - 1)[:, None], max_start[:, None], start)  # last and padding frames
     start[:, 0] = 0
     start = torch.cummax(start, dim=1).values
-    step = s - 1
-    for t in range(1, t_max):  # reachable from the previous window
-        start[:, t] = torch.minimum(start[:, t], start[:, t - 1] + step)
-    last = (t_lens - 1).clamp(min=0)
-    idx_n = torch.arange(n, device=occ.device)
-    start[idx_n, last] = max_start
-    for t in range(t_max - 2, -1, -1):  # able to reach the end window
-        start[:, t] = torch.maximum(start[:, t], start[:, t + 1] - step)
+    return connect_windows(start, t_lens, max_start, s - 1)
+
+
+def connect_windows(start: torch.Tensor, t_lens: torch.Tensor, max_start: torch.Tensor, step: int) -> torch.Tensor:
+    """Window starts (N, T) moved so that each frame's window is reachable from
+    the previous one and can reach the last frame's, which starts at
+    ``max_start`` (N,): two passes of a frame-by-frame rule, each as one scan.
+    """
+    frames = torch.arange(start.size(1), device=start.device)[None, :]
+    # Reachable: start[t] = min(start[t], start[t-1] + step) for t = 1, 2, ...,
+    # which unrolls to the min over k <= t of start[k] + (t - k) * step.
+    ramp = frames * step
+    start = torch.cummin(start - ramp, dim=1).values + ramp
+    start[torch.arange(start.size(0), device=start.device), (t_lens - 1).clamp(min=0)] = max_start
+    # Able to reach the end: start[t] = max(start[t], start[t+1] - step) for
+    # t = T-2, ..., 0, i.e. the max over k >= t of start[k] - (k - t) * step.
+    start = torch.flip(torch.cummax(torch.flip(start - ramp, dims=[1]), dim=1).values, dims=[1]) + ramp
     start[:, 0] = 0  # (if U > T * (s_range - 1) no window path exists: such arcs stay removed)
     return start
 
@@ -182,12 +260,14 @@ def pruned_rnnt_loss(
     enc_proj = joiner.encoder_proj(encoder_out)  # (N, T, J)
     dec_proj = joiner.decoder_proj(decoder_out)  # (N, U+1, J)
     j = dec_proj.size(2)
-    dec_kept = dec_proj.unsqueeze(1).expand(n, t_max, u1, j).gather(2, nodes.unsqueeze(3).expand(n, t_max, s, j))
+    # gathered from (N, U+1, J), not from an expanded (N, T, U+1, J) view: the
+    # backward then adds into a tensor of the predictor's size, not the lattice's
+    dec_kept = dec_proj.gather(1, nodes.reshape(n, t_max * s, 1).expand(n, t_max * s, j)).reshape(n, t_max, s, j)
     logp = joiner(enc_proj.unsqueeze(2), dec_kept, project_input=False).float().log_softmax(dim=3)  # (N, T, s, V)
     y_ext = torch.cat([y, y.new_full((n, 1), blank_id)], dim=1)  # position U has no symbol arc
     sym = y_ext.gather(1, nodes.reshape(n, -1)).reshape(n, t_max, s)
-    px_kept = logp.gather(3, sym.unsqueeze(3)).squeeze(3)
-    py_kept = logp[..., blank_id]
+    arcs = logp.gather(3, torch.stack([sym, torch.full_like(sym, blank_id)], dim=3))  # one gather: one backward
+    px_kept, py_kept = arcs[..., 0], arcs[..., 1]
     px_full = px_kept.new_full((n, t_max, u1), _REMOVED).scatter(2, nodes, px_kept)[:, :, :u_max]
     py_full = py_kept.new_full((n, t_max, u1), _REMOVED).scatter(2, nodes, py_kept)
     pruned = lattice_loss(px_full, py_full, encoder_lens, y_lens)
