@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from zipformer_pc.machine import describe_machine
-from zipformer_pc.metrics import CorpusScore, compare_systems, per_mark_table, score_corpus
+from zipformer_pc.metrics import compare_systems, per_mark_table, score_corpus
 from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_transcripts
 
 REFERENCE = "cond_p"  # the reference system of the significance marks

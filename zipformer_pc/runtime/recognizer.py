@@ -77,7 +77,7 @@ from zipformer_pc.options import str2bool
 from zipformer_pc.questions import QuestionModel, find_questions
 from zipformer_pc.runtime.endpoint import EndpointConfig
 from zipformer_pc.runtime.stream import BeamHyp, ModeState, Segment, Stream
-from zipformer_pc.runtime.timestamps import TimedWord, is_mark, token_times, word_times
+from zipformer_pc.runtime.timestamps import TimedWord, is_mark, joined_text, token_times, word_times
 
 _log = logging.getLogger(__name__)
 BLANK_ID = 0
@@ -403,14 +403,14 @@ class StreamingRecognizer:
 
     def current_segment(self, s: Stream) -> Segment:
         """The segment being decoded (partial results), with timestamps."""
-        texts = self.get_result(s)
-        words, toks = {}, {}
+        texts, words, toks = {}, {}, {}
         for m, h in s.hyps.items():
-            pieces = self.pieces(m, h.tokens)
+            pieces = self.pieces(m, h.tokens)  # the text and the times from one rewrite
+            texts[m] = joined_text(pieces)
             words[m] = word_times(pieces, h.frames, self.frame_seconds)
             toks[m] = token_times(pieces, h.frames, self.frame_seconds)
         return Segment(len(s.segments), s.segment_start * self.frame_seconds, s.frames_done * self.frame_seconds,
-                       texts, words, toks)
+                       add_derived(self.transducer_type, texts), words, toks)
 
     def _end_segment(self, s: Stream) -> None:
         """Finish the current segment (kept when it has any token) and start the
@@ -536,7 +536,7 @@ class StreamingRecognizer:
         return self.questions.rewrite_pieces(pieces) if mode == "P" and self.questions is not None else pieces
 
     def text(self, mode: str, token_ids: Sequence[int]) -> str:
-        return " ".join("".join(self.pieces(mode, token_ids)).replace("\u2581", " ").split())
+        return joined_text(self.pieces(mode, token_ids))
 
     def get_result(self, s: Stream) -> Dict[str, str]:
         """Current (partial, or final after ``input_finished``) transcripts by mode.

@@ -26,6 +26,11 @@ def is_mark(piece: str) -> bool:
     return bool(text) and all(ch in MARK_CHARS for ch in text)
 
 
+def joined_text(pieces: Sequence[str]) -> str:
+    """The text of a hypothesis' pieces: words split at each word start, single spaces."""
+    return " ".join("".join(pieces).replace(WORD_START, " ").split())
+
+
 @dataclass(frozen=True)
 class TimedToken:
     token: str
