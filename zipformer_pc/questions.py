@@ -35,12 +35,11 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from zipformer_pc.files import text_writer
-from zipformer_pc.text import normalized, words_and_marks
+from zipformer_pc.text import WORD_START, normalized, words_and_marks
 
 FORMAT = "zipformer-pc question model"
 VERSION = 1
 FILE_NAME = "questions.json.gz"
-WORD_START = "\u2581"  # sentencepiece's word boundary
 _COMMA = ","
 
 

@@ -57,6 +57,8 @@ MARKS: Tuple[str, ...] = ("?", "!", ".", ELLIPSIS, ";", ":", ",", DASH)
 _PRIORITY: Dict[str, int] = {m: i for i, m in enumerate(MARKS)}
 # The characters the marks are written with: all a word's end may carry.
 MARK_CHARS = frozenset("".join(MARKS))
+#: sentencepiece's word-boundary marker, the first character of a word's first piece
+WORD_START = "\u2581"
 
 # Default kept set, as in the LibriSpeech-PC experiments.
 DEFAULT_KEEP: Tuple[str, ...] = (".", ",", "?")

@@ -75,6 +75,7 @@ from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
 from zipformer_pc.options import str2bool
 from zipformer_pc.questions import QuestionModel, find_questions
+from zipformer_pc.text import WORD_START
 from zipformer_pc.runtime.endpoint import EndpointConfig
 from zipformer_pc.runtime.stream import BeamHyp, ModeState, Segment, Stream
 from zipformer_pc.runtime.timestamps import TimedWord, is_mark, joined_text, token_times, word_times
@@ -434,7 +435,7 @@ class StreamingRecognizer:
                 n += 1
             if n == 0 or m not in prev.text:
                 continue
-            marks = [self.tokens[i].lstrip("\u2581") for i in h.tokens[:n]]
+            marks = [self.tokens[i].lstrip(WORD_START) for i in h.tokens[:n]]
             if m == "P" and self.questions is not None:  # the marks end the previous segment's sentence
                 marks = self.questions.rewrite_pieces(list(prev.text[m]) + marks)[-n:]
             times = token_times(marks, h.frames[:n], self.frame_seconds)

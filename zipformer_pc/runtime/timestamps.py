@@ -14,9 +14,7 @@ backwards in time.
 from dataclasses import dataclass
 from typing import List, Sequence
 
-from zipformer_pc.text import MARK_CHARS
-
-WORD_START = "\u2581"
+from zipformer_pc.text import MARK_CHARS, WORD_START
 
 
 def is_mark(piece: str) -> bool:
