@@ -31,6 +31,7 @@ from zipformer_pc.model.scaling import (
 from zipformer_pc.model.subsampling import Conv2dSubsampling
 from zipformer_pc.model.zipformer import (
     ENCODER_CONFIGS,
+    AttentionWindow,
     EncoderConfig,
     ZipformerEncoder,
     count_parameters,
@@ -451,6 +452,73 @@ def test_chunked_masks_never_look_ahead(chunk, left):
             done = chunk * k // 2  # output frames (25 Hz) of chunks < k
             assert torch.equal(out[:, :done], ref[:, :done])
             assert not torch.allclose(out[:, done:], ref[:, done:], atol=1e-3)
+
+
+@pytest.mark.parametrize("chunk,left", [(16, 32), (8, 0), (32, 64), (16, 64)])
+def test_windowed_attention_equals_the_masked_full_attention(chunk, left, monkeypatch):
+    """The chunk-by-chunk attention gives the outputs and gradients of the
+    masked T x T attention (float64, regularisers off: they take statistics
+    over padding frames too, where the two forms may differ)."""
+    calls = []
+    key_mask = AttentionWindow.key_mask
+    monkeypatch.setattr(AttentionWindow, "key_mask",
+                        lambda self, *a: calls.append(self) or key_mask(self, *a))
+    encoder = _make_modules_matter(_tiny(use_regularizers=False)).double()
+    torch.manual_seed(5)
+    x = torch.randn(3, 261, 80, dtype=torch.float64)
+    x_lens = torch.tensor([261, 170, 93])  # not chunk-aligned, one shorter than a window
+    weight = torch.randn(3, 64, encoder.output_dim, dtype=torch.float64)
+    results = []
+    for windows in (True, False):
+        for stack in encoder.stacks:
+            stack.attention_windows = windows
+        encoder.zero_grad()
+        torch.manual_seed(6)  # the same dropout masks
+        out, lens = encoder.train()(x, x_lens, chunk, left)
+        (out * weight[:, : out.size(1)]).sum().backward()
+        grads = {n: p.grad.clone() for n, p in encoder.named_parameters() if p.grad is not None}
+        results.append((out.detach(), lens, grads))
+    assert len(calls) == 6 and calls[0] == AttentionWindow(chunk, left // chunk)
+    (out_w, lens_w, grads_w), (out_f, lens_f, grads_f) = results
+    assert torch.equal(lens_w, lens_f)
+    assert torch.allclose(out_w, out_f, rtol=0, atol=1e-12)
+    assert grads_w.keys() == grads_f.keys() and len(grads_w) > 50
+    for name, g in grads_w.items():
+        assert torch.allclose(g, grads_f[name], rtol=1e-9, atol=1e-12), name
+    # the test is sensitive: a context of one chunk less changes the output
+    if left > 0:
+        other, _ = encoder.eval()(x, x_lens, chunk, left - chunk)
+        assert (other - out_f).abs().max().item() > 1e-2
+
+
+def test_windows_are_used_for_long_inputs_only():
+    stack = _tiny().stacks[0]
+    assert stack.attention_windows is None  # automatic
+    assert stack.use_windows(32, 4, 700) and stack.use_windows(16, 4, 512)
+    assert not stack.use_windows(32, 4, 639) and not stack.use_windows(16, 2, 300)
+    stack.attention_windows = False
+    assert not stack.use_windows(32, 4, 2000)
+    stack.attention_windows = True
+    assert stack.use_windows(32, 4, 161) and not stack.use_windows(32, 4, 160)
+
+
+def test_attention_window_layout():
+    w = AttentionWindow(chunk=3, left_chunks=1)
+    x = torch.arange(1.0, 8.0).view(1, 7, 1)  # frames 1..7
+    assert w.width == 6 and w.num_chunks(7) == 3
+    assert w.chunks(x)[0, :, :, 0].tolist() == [[1, 2, 3], [4, 5, 6], [7, 0, 0]]
+    assert w.windows(x)[0, :, :, 0].tolist() == [
+        [0, 0, 0, 1, 2, 3], [1, 2, 3, 4, 5, 6], [4, 5, 6, 7, 0, 0]]
+    mask = w.key_mask(torch.tensor([7, 4]), 7)
+    assert mask.shape == (2, 3, 1, 6)
+    assert mask[0, :, 0].tolist() == [[True] * 3 + [False] * 3, [False] * 6,
+                                      [False] * 4 + [True] * 2]
+    assert mask[1, 2, 0].tolist() == [False, True, True, True, True, True]
+    min_off, max_off, index = w.position_index()
+    assert (min_off, max_off) == (-2, 5)
+    # a chunk's query a lies 3 + a - b frames after its window's key b
+    assert [[v + min_off for v in row] for row in index.tolist()] == [
+        [3 + a - b for b in range(6)] for a in range(3)]
 
 
 def test_full_context_looks_ahead_but_chunked_does_not():
