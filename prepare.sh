@@ -23,6 +23,9 @@
 #   --extra-voices F              synth: share of the training utterances read by 12 speakers of other
 #                                 engines (svox pico, RHVoice, MBROLA, festival rab/don, Piper; their
 #                                 packages: tools/setup_env.sh); the others are read as without it [0]
+#   --kokoro-voices F             synth: share of the training utterances read by 24 speakers of the
+#                                 neural Kokoro-82M model (tools/setup_env.sh installs it), drawn
+#                                 first; the others are read as without it [0]
 #   --train-hours H               synth training speech, overrides the preset [preset]
 #   --question-readings K         synth: each training utterance holding a question is read K times,
 #                                 by other voices (train has ~8% questions, dev and test ~30%) [1]
@@ -67,6 +70,7 @@ seed=42
 size=default
 voice_set=default
 extra_voices=0
+kokoro_voices=0
 question_readings=1
 gcide_hours=0
 train_hours=""
@@ -96,8 +100,12 @@ case "$voice_set" in
   default|wide|mixed) ;;
   *) echo "prepare.sh: --voice-set must be default, wide or mixed, not '$voice_set'" >&2; exit 2 ;;
 esac
-awk -v f="$extra_voices" 'BEGIN { exit !(f ~ /^([0-9]*[.])?[0-9]+$/ && f <= 1) }' \
-  || { echo "prepare.sh: --extra-voices is a share of the training utterances (0..1), not '$extra_voices'" >&2; exit 2; }
+check_share() {
+  awk -v f="$2" 'BEGIN { exit !(f ~ /^([0-9]*[.])?[0-9]+$/ && f <= 1) }' \
+    || { echo "prepare.sh: --$1 is a share of the training utterances (0..1), not '$2'" >&2; exit 2; }
+}
+check_share extra-voices "$extra_voices"
+check_share kokoro-voices "$kokoro_voices"
 [ -n "$train_hours" ] || train_hours=$preset_hours
 [ -n "$test_utts" ] || test_utts=$preset_test
 ood_utts=$test_utts
@@ -156,14 +164,15 @@ if [ "$dataset" = synth ]; then
   # recorded only when not the default, so that existing corpora stay done
   [ "$voice_set" = default ] || opts="$opts voice_set=$voice_set"
   [ "$extra_voices" = 0 ] || opts="$opts extra_voices=$extra_voices"
+  [ "$kokoro_voices" = 0 ] || opts="$opts kokoro_voices=$kokoro_voices"
   if run_stage 1 speech "$opts"; then
     for split in $splits; do
       voices=train; [ "$split" = test_ood ] && voices=ood
       # the wide voice set reads train only: dev, test and test_ood keep their voices (comparable metrics)
-      vset=default; extra=0
-      [ "$split" = train ] && { vset=$voice_set; extra=$extra_voices; }
+      vset=default; extra=0; kokoro=0
+      [ "$split" = train ] && { vset=$voice_set; extra=$extra_voices; kokoro=$kokoro_voices; }
       python3 local/synthesize.py --text "$dir/text/$split.jsonl" --voices $voices --voice-set $vset \
-        --extra-voices "$extra" --split "$split" \
+        --extra-voices "$extra" --kokoro-voices "$kokoro" --split "$split" \
         --audio-dir "$dir/audio/$split" --manifest-dir "$dir/manifests" --nj "$nj" --seed "$seed"
     done
     mark_done speech "$opts"

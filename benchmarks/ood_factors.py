@@ -19,7 +19,11 @@ pieces) and prints WER (N), PC-WER and PER (P) per cell and per voice.
 
 Reading the table: the in-domain voices on Moby Dick minus ``test`` is what
 the text costs; the held-out voices on Austen minus ``test`` is what the voices
-cost.  Prints the figures; asserts nothing.
+cost.  A fifth cell, ``voices_kokoro``, has the same Austen texts read by the
+four held-out speakers of the neural Kokoro model (``local/tts.py``'s
+KOKORO_OOD_VOICES; natural-sounding voices, none of which reads training
+speech); ``--kokoro auto`` (the default) adds it when tools/setup_env.sh has
+installed the Kokoro files.  Prints the figures; asserts nothing.
 """
 
 import argparse
@@ -47,6 +51,7 @@ CELLS: Tuple[Tuple[str, str, str], ...] = (
     ("text_ood", "in-domain", "Moby Dick"),
     ("test_ood", "held-out", "Moby Dick"),
 )
+KOKORO_CELL = ("voices_kokoro", "held-out Kokoro", "Austen")
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -61,6 +66,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
     p.add_argument("--int8", type=lambda s: s.lower() in ("1", "true", "yes"), default=False)
     p.add_argument("--seed", type=int, default=42, help="prosody draws of the synthesized cells (prepare.sh's --seed)")
+    p.add_argument("--kokoro", choices=("auto", "true", "false"), default="auto",
+                   help="the voices_kokoro cell (auto: when the Kokoro voices are installed)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     add_search_options(p)
     return p
@@ -107,9 +114,26 @@ def figures(s: Dict[str, dict]) -> Dict[str, float]:
     return {"utts": s["N"]["num_utts"], "wer": s["N"]["wer"], "pc_wer": s["P"]["pc_wer"], "per": s["P"]["per"]}
 
 
+def kokoro_missing() -> List[str]:
+    """What the voices_kokoro cell needs and this machine lacks (``local/tts.py``)."""
+    sys.path.insert(0, str(ROOT / "local"))
+    import tts
+
+    return tts.missing_tools(tts.KOKORO_OOD_VOICES)[0]
+
+
 def main(argv=None) -> None:
     args = get_parser().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+    cells = CELLS
+    if args.kokoro != "false":
+        missing = kokoro_missing()
+        if not missing:
+            cells = CELLS + (KOKORO_CELL,)
+        elif args.kokoro == "true":
+            raise SystemExit(f"--kokoro true: missing {', '.join(missing)} (tools/setup_env.sh installs them)")
+        else:
+            logging.info("no voices_kokoro cell: missing %s", ", ".join(missing))
     data = args.data_dir
     corpus = {"test": data / "fbank/synth_cuts_test.jsonl.gz", "test_ood": data / "fbank/synth_cuts_test_ood.jsonl.gz"}
     for path in corpus.values():
@@ -128,14 +152,18 @@ def main(argv=None) -> None:
                                           "ood", work, args.seed)
         corpus["text_ood"] = synthesize("text_ood", first_texts(data / "text/test_ood.jsonl", args.num_utts, "text_ood"),
                                         "train", work, args.seed)
-        logging.info("synthesized 2 x %d utterances in %.0f s", args.num_utts, time.time() - t0)
+        if KOKORO_CELL in cells:
+            corpus["voices_kokoro"] = synthesize(
+                "voices_kokoro", first_texts(data / "text/test.jsonl", args.num_utts, "voices_kokoro"),
+                "kokoro_ood", work, args.seed)
+        logging.info("synthesized %d x %d utterances in %.0f s", len(cells) - 2, args.num_utts, time.time() - t0)
         rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads,
                                            **search_kwargs(args, args.model_dir))
         outputs = add_derived(rec.transducer_type, {m: "" for m in rec.search_modes})
         if not {"N", "P"} <= set(outputs):
             raise SystemExit(f"{args.model_dir}: needs a model that writes both N and P, not {sorted(outputs)}")
         results, voices = {}, {}
-        for cell, _, _ in CELLS:
+        for cell, _, _ in cells:
             t0 = time.time()
             decoded = utterances.decode(rec, utterances.from_cuts(corpus[cell], args.num_utts), 0.1).decoded
             results[cell] = figures(utterances.score(decoded))
@@ -148,15 +176,17 @@ def main(argv=None) -> None:
     print(f"\n{args.model_dir}, {rec.decoding_method}, first {args.num_utts} utterances per cell\n")
     print("| cell | voices | text | utts | WER (N) | PC-WER | PER |")
     print("|---|---|---|---|---|---|---|")
-    for cell, who, what in CELLS:
+    for cell, who, what in cells:
         s = results[cell]
         print(f"| {cell} | {who} | {what} | {s['utts']} | {fmt(s['wer'])} | {fmt(s['pc_wer'])} | {fmt(s['per'])} |")
     base = results["test"]["wer"]
     print(f"\nWER added by the text: {results['text_ood']['wer'] - base:+.2f}; by the voices: "
-          f"{results['voices_ood']['wer'] - base:+.2f}; by both (test_ood): {results['test_ood']['wer'] - base:+.2f}")
+          f"{results['voices_ood']['wer'] - base:+.2f}; by both (test_ood): {results['test_ood']['wer'] - base:+.2f}"
+          + (f"; by the Kokoro voices: {results['voices_kokoro']['wer'] - base:+.2f}" if "voices_kokoro" in results
+             else ""))
     print("\n| cell | voice | utts | WER (N) | PC-WER | PER |")
     print("|---|---|---|---|---|---|")
-    for cell, _, _ in CELLS:
+    for cell, _, _ in cells:
         for v, s in voices[cell].items():
             print(f"| {cell} | {v} | {s['utts']} | {fmt(s['wer'])} | {fmt(s['pc_wer'])} | {fmt(s['per'])} |")
     if args.json:

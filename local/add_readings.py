@@ -10,7 +10,8 @@ Usage:
 one of ``--speakers`` whose text is one of ``--base``'s training texts: the
 same sentences, heard from more voices.  ``extra`` names the speakers of the
 other TTS engines (``local/tts.py``'s EXTRA_VOICES, ``prepare.sh
---extra-voices``); else a comma list of speaker names.  Added cuts keep their
+--extra-voices``), ``kokoro`` those of the Kokoro model (KOKORO_VOICES,
+``prepare.sh --kokoro-voices``); else a comma list of speaker names.  Added cuts keep their
 audio and features where they are (the manifests point to them) and get the
 ids ``{id}_{speaker}``.  ``--out`` holds ``fbank/synth_cuts_train.jsonl.gz``
 and ``..._train_p1.jsonl.gz`` (the manifest ``pretrain.sh`` trains on), links
@@ -38,7 +39,7 @@ def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", type=Path, required=True, help="corpus whose training cuts are all kept")
     p.add_argument("--readings", type=Path, required=True, help="corpus the added readings come from")
-    p.add_argument("--speakers", default="extra", help="'extra' or a comma list of speaker names")
+    p.add_argument("--speakers", default="extra", help="'extra', 'kokoro' or a comma list of speaker names")
     p.add_argument("--out", type=Path, required=True)
     return p
 
@@ -57,10 +58,10 @@ def text_of(cut: Dict) -> str:
 
 
 def speakers_named(spec: str) -> Set[str]:
-    if spec == "extra":
-        from tts import EXTRA_VOICES
+    if spec in ("extra", "kokoro"):
+        from tts import EXTRA_VOICES, KOKORO_VOICES
 
-        return {v.name for v in EXTRA_VOICES}
+        return {v.name for v in (EXTRA_VOICES if spec == "extra" else KOKORO_VOICES)}
     names = {s.strip() for s in spec.split(",") if s.strip()}
     if not names:
         raise SystemExit("--speakers names no speaker")

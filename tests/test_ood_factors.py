@@ -9,7 +9,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "local"))
 
-from tts import OOD_VOICES, TRAIN_VOICES  # noqa: E402
+from tts import KOKORO_OOD_VOICES, OOD_VOICES, TRAIN_VOICES, missing_tools  # noqa: E402
+
+HAVE_KOKORO = not missing_tools(KOKORO_OOD_VOICES)[0]
 
 
 def first_texts(path: Path, n: int):
@@ -20,11 +22,12 @@ def test_ood_factors_fills_the_two_missing_cells(tiny_corpus, tmp_path):
     out = tmp_path / "f.json"
     work = tmp_path / "work"
     cmd = [sys.executable, "benchmarks/ood_factors.py", "--data-dir", str(tiny_corpus), "--num-utts", "3",
-           "--work-dir", str(work), "--json", str(out)]
+           "--work-dir", str(work), "--json", str(out), "--kokoro", "true" if HAVE_KOKORO else "false"]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(out.read_text())
-    assert set(res["cells"]) == {"test", "voices_ood", "text_ood", "test_ood"}
+    kokoro = {"voices_kokoro"} if HAVE_KOKORO else set()
+    assert set(res["cells"]) == {"test", "voices_ood", "text_ood", "test_ood"} | kokoro
     assert all(c["utts"] == 3 for c in res["cells"].values())
     # the shipped model transcribes the in-domain voices on Austen: a figure random weights cannot give
     assert res["cells"]["test"]["wer"] < 50
@@ -40,7 +43,12 @@ def test_ood_factors_fills_the_two_missing_cells(tiny_corpus, tmp_path):
         sups = [json.loads(line) for line in f]
     test_texts = [u["text_raw"] for u in first_texts(tiny_corpus / "text/test.jsonl", 3)]
     assert [s["custom"]["text_raw"] for s in sups] == test_texts
-    for cell in ("test", "voices_ood", "text_ood", "test_ood"):
+    if HAVE_KOKORO:  # the held-out Kokoro speakers read the same Austen texts
+        assert set(res["voices"]["voices_kokoro"]) <= {v.name for v in KOKORO_OOD_VOICES}
+        with gzip.open(work / "manifests" / "synth_supervisions_voices_kokoro.jsonl.gz", "rt") as f:
+            assert [json.loads(line)["custom"]["text_raw"] for line in f] == test_texts
+        assert "by the Kokoro voices" in r.stdout
+    for cell in ("test", "voices_ood", "text_ood", "test_ood", *kokoro):
         assert f"| {cell} |" in r.stdout
     assert "WER added by the text" in r.stdout
     # a second run reuses the audio of the first

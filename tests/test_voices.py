@@ -342,6 +342,138 @@ def test_every_extra_voice_renders_speech(tmp_path):
             assert np.abs(spectra[a] - spectra[b]).sum() > 0.12, (a, b)  # closest pair here: 0.24
 
 
+# ----------------------------------------------------------------- Kokoro voices
+
+HAVE_KOKORO = not any(tts.missing_tools(tts.KOKORO_VOICES))
+needs_kokoro = pytest.mark.skipif(not HAVE_KOKORO, reason="needs the Kokoro voices (tools/setup_env.sh)")
+
+
+def test_kokoro_pool_holds_no_held_out_speaker():
+    names = [v.name for v in tts.KOKORO_VOICES]
+    assert len(names) == len(set(names)) == 24
+    assert {v.voice for v in tts.KOKORO_VOICES} == set(tts.KOKORO_SPEAKERS) - set(tts.KOKORO_HELD_OUT)
+    # one held-out speaker of each kind: American / British, female / male
+    assert sorted(s[:2] for s in tts.KOKORO_HELD_OUT) == ["af", "am", "bf", "bm"]
+    assert all(tts.voice_by_name(v.name) == v for v in tts.KOKORO_VOICES)
+    others = tts.TRAIN_VOICES + tts.OOD_VOICES + tts.WIDE_VOICES + tts.EXTRA_VOICES
+    assert not set(names) & {v.name for v in others}
+
+
+@pytest.mark.parametrize("extra", [0.0, 0.4])
+def test_kokoro_voices_leave_the_other_draws_unchanged(extra):
+    """--kokoro-voices F: F of the utterances read by KOKORO_VOICES (default prosody ranges), drawn
+    before --extra-voices; every other utterance drawn exactly as without the option."""
+    ids = [f"train-{i:06d}" for i in range(3000)]
+    plain = [synthesize.prosody(u, tts.TRAIN_VOICES, 42, "default", extra) for u in ids]
+    kok = [synthesize.prosody(u, tts.TRAIN_VOICES, 42, "default", extra, 0.3) for u in ids]
+    assert kok == [synthesize.prosody(u, tts.TRAIN_VOICES, 42, "default", extra, 0.3) for u in ids]
+    names = {v.name for v in tts.KOKORO_VOICES}
+    changed = [q for p, q in zip(plain, kok) if p != q]
+    assert abs(len(changed) / len(ids) - 0.3) < 0.03, len(changed)
+    assert {q["voice"]["name"] for q in changed} == names  # every training speaker, no held-out one
+    assert all(q["voice"]["name"] in names for q in changed)
+    assert not any(p["voice"]["name"] in names for p in plain)
+    for q in changed:
+        assert q["rate"] == q["pitch"] == 0 and -80 <= q["sox_pitch_cents"] <= 80 and 0.92 <= q["sox_tempo"] <= 1.08
+    if extra:  # the extra voices keep their share among the utterances Kokoro does not read
+        extra_names = {v.name for v in tts.EXTRA_VOICES}
+        rest = [q for p, q in zip(plain, kok) if p == q]
+        assert abs(sum(q["voice"]["name"] in extra_names for q in rest) / len(rest) - extra) < 0.04
+
+
+def test_kokoro_voices_are_a_training_share():
+    assert synthesize.voice_pool("train", "default", 0.0, 0.5) is tts.TRAIN_VOICES
+    # the held-out Kokoro speakers are a pool of their own (benchmarks/ood_factors.py), never training voices
+    assert synthesize.voice_pool("kokoro_ood", "default") is tts.KOKORO_OOD_VOICES
+    assert {v.voice for v in tts.KOKORO_OOD_VOICES} == set(tts.KOKORO_HELD_OUT)
+    with pytest.raises(ValueError, match="--voice-set wide is a training pool"):
+        synthesize.voice_pool("kokoro_ood", "wide")
+    with pytest.raises(ValueError, match="--kokoro-voices is a training pool"):
+        synthesize.voice_pool("ood", "default", 0.0, 0.2)
+    for share in (1.5, -0.1):
+        with pytest.raises(ValueError, match="--kokoro-voices is a share"):
+            synthesize.voice_pool("train", "default", 0.0, share)
+
+
+def test_add_readings_names_the_kokoro_speakers():
+    add_readings = local_module("add_readings")
+    assert add_readings.speakers_named("kokoro") == {v.name for v in tts.KOKORO_VOICES}
+    assert add_readings.speakers_named("extra") == {v.name for v in tts.EXTRA_VOICES}
+    assert add_readings.speakers_named("kok-af_heart, kok-am_adam") == {"kok-af_heart", "kok-am_adam"}
+
+
+def test_missing_kokoro_files_say_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(tts, "KOKORO_DIR", str(tmp_path))
+    monkeypatch.setattr(tts.importlib.util, "find_spec", lambda m: None if m == "kokoro_onnx" else object())
+    with pytest.raises(SystemExit) as e:
+        tts.check_tools(tts.TRAIN_VOICES + tts.KOKORO_VOICES[:1])
+    msg = str(e.value)
+    assert "Python module kokoro_onnx" in msg and "pip install kokoro-onnx" in msg
+    assert f"{tmp_path}/kokoro-v1.0.int8.onnx (python local/install_kokoro.py)" in msg
+    assert f"{tmp_path}/voices-en.npz" in msg
+
+
+def test_install_kokoro_reads_the_english_styles(tmp_path):
+    import io
+    import tarfile
+
+    install = local_module("install_kokoro")
+
+    def tarball(name, sizes):
+        path = tmp_path / name
+        with tarfile.open(path, "w:gz") as tar:
+            for speaker, n in sizes.items():
+                data = np.arange(n, dtype="<f4").tobytes()
+                info = tarfile.TarInfo(f"package/voices/{speaker}.bin")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return path
+
+    n = 510 * 256
+    good = tarball("good.tgz", {**{s: n for s in tts.KOKORO_SPEAKERS}, "jf_alpha": n})
+    styles = install.read_styles(good)
+    assert sorted(styles) == sorted(tts.KOKORO_SPEAKERS)  # English speakers only
+    assert styles["bm_lewis"].shape == (510, 1, 256) and styles["bm_lewis"][1, 0, 0] == 256
+    with pytest.raises(SystemExit, match="has no package/voices/af_alloy.bin"):
+        install.read_styles(tarball("short.tgz", {s: n for s in tts.KOKORO_SPEAKERS[1:]}))
+    with pytest.raises(SystemExit, match="af_alloy.bin holds 10 floats"):
+        install.read_styles(tarball("bad.tgz", {**{s: n for s in tts.KOKORO_SPEAKERS}, "af_alloy": 10}))
+
+
+@needs_tools
+@needs_kokoro
+def test_kokoro_voices_render_speech(tmp_path):
+    """An American and a British Kokoro speaker read a sentence: 16 kHz speech peaking at -3 dB, ending
+    on the added silence, the same samples when read again, two different voices."""
+    import soundfile as sf
+
+    text = "Is it a truth, or not?"
+    synth = tts.Synthesizer()
+    spectra = {}
+    try:
+        for name in ("kok-af_heart", "kok-bm_lewis"):
+            v = tts.voice_by_name(name)
+            out = tmp_path / f"{name}.flac"
+            synth.render(v, text, str(out), 0, 0, 0, 1.0)
+            x, sr = sf.read(out, dtype="float32")
+            assert sr == 16000 and x.ndim == 1, name
+            assert 1.0 < len(x) / sr < 5, (name, len(x) / sr)
+            assert -3.5 < 20 * np.log10(np.abs(x).max()) < -2.5, name
+            frames = x[: len(x) // 400 * 400].reshape(-1, 400)
+            db = 10 * np.log10((frames ** 2).mean(1) + 1e-12)
+            assert (db > -40).mean() > 0.4, name
+            tail = int(tts.KOKORO_TAIL_SECONDS * sr)
+            assert np.abs(x[-tail:]).max() < 1e-3, name
+            again = tmp_path / f"{name}-again.flac"
+            synth.render(v, text, str(again), 0, 0, 0, 1.0)
+            assert np.array_equal(sf.read(again, dtype="float32")[0], x), name
+            spec = np.abs(np.fft.rfft(frames * np.hanning(400), axis=1)).mean(0)
+            spectra[name] = spec / spec.sum()
+    finally:
+        synth.close()
+    assert np.abs(spectra["kok-af_heart"] - spectra["kok-bm_lewis"]).sum() > 0.12
+
+
 def _draw_with_every_effect(voice, min_cents=300):
     """A wide draw for ``voice`` (a one-voice pool) with all three effects, a large pitch shift and a
     band limit above 4 kHz (beyond the Nyquist frequency of flite kal's 8 kHz output)."""
@@ -427,7 +559,7 @@ def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
 
     r = _prepare_stage1(venv, data, "--voice-set", "mixed")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "--voices train --voice-set mixed --extra-voices 0 --split train" in log.read_text()
+    assert "--voices train --voice-set mixed --extra-voices 0 --kokoro-voices 0 --split train" in log.read_text()
     assert marker.read_text().split()[-1] == "voice_set=mixed"
 
     # the default is not recorded: the marker of corpora made before the option stays valid
@@ -435,7 +567,7 @@ def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
     r = _prepare_stage1(venv, data)
     assert r.returncode == 0, r.stderr[-2000:]
     assert marker.read_text() == "hours=0.06 dev=12 test=12 ood=12 seed=42 nj=2\n"
-    assert "--voices train --voice-set default --extra-voices 0 --split train" in log.read_text()
+    assert "--voices train --voice-set default --extra-voices 0 --kokoro-voices 0 --split train" in log.read_text()
     log.unlink()
     r = _prepare_stage1(venv, data, "--voice-set", "default")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -449,14 +581,30 @@ def test_prepare_passes_the_extra_voices_to_train_only(tmp_path):
     r = _prepare_stage1(venv, data, "--voice-set", "mixed", "--extra-voices", "0.4")
     assert r.returncode == 0, r.stderr[-2000:]
     calls = {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
-    assert "--voice-set mixed --extra-voices 0.4 --split train" in calls["train"]
+    assert "--voice-set mixed --extra-voices 0.4 --kokoro-voices 0 --split train" in calls["train"]
     for split in ("dev", "test", "test_ood"):
-        assert "--voice-set default --extra-voices 0 --split" in calls[split]
+        assert "--voice-set default --extra-voices 0 --kokoro-voices 0 --split" in calls[split]
     assert (data / "synth" / ".done.speech").read_text().split()[-2:] == ["voice_set=mixed", "extra_voices=0.4"]
     for bad in ("1.5", "-0.1", "half"):
         r = _prepare_stage1(venv, data, "--extra-voices", bad)
         assert r.returncode == 2
         assert f"--extra-voices is a share of the training utterances (0..1), not '{bad}'" in r.stderr
+
+
+def test_prepare_passes_the_kokoro_voices_to_train_only(tmp_path):
+    venv, log = _fake_python(tmp_path)
+    data = tmp_path / "data"
+    r = _prepare_stage1(venv, data, "--kokoro-voices", "0.25")
+    assert r.returncode == 0, r.stderr[-2000:]
+    calls = {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
+    assert "--extra-voices 0 --kokoro-voices 0.25 --split train" in calls["train"]
+    for split in ("dev", "test", "test_ood"):
+        assert "--extra-voices 0 --kokoro-voices 0 --split" in calls[split]
+    assert (data / "synth" / ".done.speech").read_text().split()[-1] == "kokoro_voices=0.25"
+    for bad in ("1.5", "x"):
+        r = _prepare_stage1(venv, data, "--kokoro-voices", bad)
+        assert r.returncode == 2
+        assert f"--kokoro-voices is a share of the training utterances (0..1), not '{bad}'" in r.stderr
 
 
 def test_prepare_rejects_an_unknown_voice_set():

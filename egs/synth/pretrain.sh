@@ -23,6 +23,8 @@
 #                              keep the default ones) [mixed]
 #   --extra-voices F           share of the training utterances read by the 12 speakers of other
 #                              engines (prepare.sh --extra-voices) [0]
+#   --kokoro-voices F          share of the training utterances read by the 24 training speakers of
+#                              the neural Kokoro-82M model (prepare.sh --kokoro-voices) [0]
 #   --question-readings K      each training utterance holding a question is read K times, by other
 #                              voices (prepare.sh --question-readings) [1]
 #   --gcide-hours H            more training text from Webster's 1913 dictionary (prepare.sh
@@ -50,7 +52,8 @@
 #   Extra training options for both models: --train-opts "..." [the tiny defaults of train.py]
 #
 # Stages:
-#   0  corpus: prepare.sh --train-hours H --voice-set V --extra-voices F --question-readings K --gcide-hours G (text, TTS speech,
+#   0  corpus: prepare.sh --train-hours H --voice-set V --extra-voices F --kokoro-voices F
+#      --question-readings K --gcide-hours G (text, TTS speech,
 #      fbank, subsets; the tokenizer of the shipped models when there are any, so that training
 #      can continue from them)
 #   1  norm model (tiny streaming encoder, N only)
@@ -73,6 +76,7 @@ exp_dir=egs/synth/exp_pretrain
 train_hours=40
 voice_set=mixed
 extra_voices=0
+kokoro_voices=0
 question_readings=1
 gcide_hours=0
 norm_minutes=240
@@ -111,7 +115,7 @@ if run_this 0; then
   bpe_opts=()
   [ -f "$out_dir/bpe.model" ] && bpe_opts=(--bpe-model "$out_dir/bpe.model")
   ./prepare.sh --dataset synth --data-dir "$data_dir" --train-hours "$train_hours" --voice-set "$voice_set" \
-    --extra-voices "$extra_voices" --question-readings "$question_readings" --gcide-hours "$gcide_hours" --seed "$seed" --stop-stage 5 "${bpe_opts[@]}"
+    --extra-voices "$extra_voices" --kokoro-voices "$kokoro_voices" --question-readings "$question_readings" --gcide-hours "$gcide_hours" --seed "$seed" --stop-stage 5 "${bpe_opts[@]}"
 fi
 bpe_dir=$(ls -d "$dir"/lang_bpe_* 2>/dev/null | head -n 1 || true)
 [ -n "$bpe_dir" ] || die "no tokenizer under $dir: run stage 0 first"
