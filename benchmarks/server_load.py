@@ -255,6 +255,11 @@ def main(argv=None) -> int:
         log.close()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+    # the server's log is kept only when something went wrong (an exception above keeps it too)
+    if bad:
+        print(f"server log: {log.name}")
+    else:
+        Path(log.name).unlink()
     info = {"command": command, "machine": describe_machine(), "model": model, "model_dir": str(model_dir),
             "precision": "int8" if args.int8 else "fp32", "num_threads": args.num_threads, "seconds": args.seconds,
             "speed": args.speed, "piece_seconds": args.piece_seconds, "offline_rtf": offline_rtf,
