@@ -494,8 +494,8 @@ def test_windowed_attention_equals_the_masked_full_attention(chunk, left, monkey
 def test_windows_are_used_for_long_inputs_only():
     stack = _tiny().stacks[0]
     assert stack.attention_windows is None  # automatic
-    assert stack.use_windows(32, 4, 700) and stack.use_windows(16, 4, 512)
-    assert not stack.use_windows(32, 4, 639) and not stack.use_windows(16, 2, 300)
+    assert stack.use_windows(32, 4, 700) and stack.use_windows(16, 4, 320)  # four windows of 160 / 80
+    assert not stack.use_windows(32, 4, 639) and not stack.use_windows(16, 4, 300)
     stack.attention_windows = False
     assert not stack.use_windows(32, 4, 2000)
     stack.attention_windows = True
