@@ -320,6 +320,7 @@ def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, tmp_path, capsy
     out = capsys.readouterr().out
     rows = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("1", "3")]
     assert status == 0 and [r[-1] for r in rows] == ["1/1", "3/3"], out
+    assert "server log:" not in out  # removed after a clean run
 
     # the same rows in the JSON and the markdown table, with the settings and what the columns mean
     info = json.loads(js.read_text())
@@ -351,6 +352,10 @@ def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, tmp_path, capsy
                                         "--output-json", str(js)]) == 1
     assert [r["identical"] for r in json.loads(js.read_text())["rows"]] == [0]
     assert md.read_text().splitlines()[4].endswith("| 0/1 |")
+    # the server's log is kept and named when something went wrong
+    log = Path(capsys.readouterr().out.split("server log: ")[1].split()[0])
+    assert "serving on" in log.read_text()
+    log.unlink()
 
 
 
