@@ -10,6 +10,7 @@
 
 Usage (tools/setup_env.sh runs it; idempotent):
   npm pack kokoro-js@1.2.1 && python local/install_kokoro.py --voices-tgz kokoro-js-1.2.1.tgz
+  python local/install_kokoro.py --check   # exit status 0 when both files are in place
 """
 
 import argparse
@@ -73,14 +74,20 @@ def read_styles(tgz: Path) -> dict:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--voices-tgz", type=Path, required=True, help="npm pack kokoro-js@1.2.1")
+    p.add_argument("--voices-tgz", type=Path, help="npm pack kokoro-js@1.2.1")
     p.add_argument("--out", type=Path, default=Path(KOKORO_DIR))
+    p.add_argument("--check", action="store_true",
+                   help="install nothing; exit with status 0 when both files are in --out, 1 otherwise")
     args = p.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     model = args.out / KOKORO_MODEL
+    styles = args.out / KOKORO_STYLES
+    if args.check:
+        sys.exit(0 if model.is_file() and styles.is_file() else 1)
+    if args.voices_tgz is None:
+        p.error("--voices-tgz is required (or --check)")
+    args.out.mkdir(parents=True, exist_ok=True)
     if not model.exists():
         join_model(model)
-    styles = args.out / KOKORO_STYLES
     if not styles.exists():
         buf = io.BytesIO()
         np.savez(buf, **read_styles(args.voices_tgz))

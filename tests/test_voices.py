@@ -440,6 +440,25 @@ def test_install_kokoro_reads_the_english_styles(tmp_path):
         install.read_styles(tarball("bad.tgz", {**{s: n for s in tts.KOKORO_SPEAKERS}, "af_alloy": 10}))
 
 
+def test_install_kokoro_check_tells_whether_both_files_are_there(tmp_path):
+    """setup_env.sh asks ``install_kokoro.py --check`` (the file names live in tts.py only)."""
+    install = local_module("install_kokoro")
+
+    def check():
+        with pytest.raises(SystemExit) as e:
+            install.main(["--check", "--out", str(tmp_path)])
+        return e.value.code
+
+    assert check() == 1
+    (tmp_path / tts.KOKORO_MODEL).write_bytes(b"m")
+    assert check() == 1
+    (tmp_path / tts.KOKORO_STYLES).write_bytes(b"s")
+    assert check() == 0
+    with pytest.raises(SystemExit):  # installing needs the tarball
+        install.main(["--out", str(tmp_path / "new")])
+    assert not (tmp_path / "new").exists()
+
+
 @needs_tools
 @needs_kokoro
 def test_kokoro_voices_render_speech(tmp_path):

@@ -205,7 +205,7 @@ fi
 # a failure leaves a marker (delete it to try again).
 kokoro_dir="$VENV/share/kokoro"
 kokoro_failed="$kokoro_dir/install-failed"
-if [ ! -f "$kokoro_dir/voices-en.npz" ] || [ ! -f "$kokoro_dir/kokoro-v1.0.int8.onnx" ]; then
+if ! (cd "$ROOT/local" && "$VENV/bin/python" install_kokoro.py --check --out "$kokoro_dir"); then
   if [ ! -f "$kokoro_failed" ]; then
     log "Installing the Kokoro voices into $kokoro_dir"
     mkdir -p "$kokoro_dir"
