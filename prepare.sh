@@ -5,7 +5,7 @@
 #
 # Usage:
 #   ./prepare.sh                                        # embedded synthetic corpus, all stages
-#   ./prepare.sh --size tiny --data-dir /tmp/d          # a few hundred utterances, for tests
+#   ./prepare.sh --size tiny --data-dir /tmp/d          # ~70 utterances, for tests
 #   ./prepare.sh --dataset librispeech --stage 0 --stop-stage 5 --parts test-clean,train-clean-100
 #
 # Options (defaults in brackets):

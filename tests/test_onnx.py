@@ -70,9 +70,11 @@ def test_resampler_downsampling_removes_content_above_the_new_nyquist():
 
 
 def write_wav(path: Path, samples: np.ndarray, rate: int, channels: int = 1) -> None:
-    pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2")
-    if channels > 1:
-        pcm = np.repeat(pcm[:, None], channels, axis=1).reshape(-1)
+    """``samples``: (T,) written to every channel, or (T, channels)."""
+    if samples.ndim == 1:
+        samples = np.repeat(samples[:, None], channels, axis=1)
+    assert samples.shape[1] == channels
+    pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2").reshape(-1)
     with wave.open(str(path), "wb") as w:
         w.setnchannels(channels)
         w.setsampwidth(2)
@@ -81,11 +83,12 @@ def write_wav(path: Path, samples: np.ndarray, rate: int, channels: int = 1) -> 
 
 
 def test_read_wav_mixes_channels_and_rejects_non_wav(tmp_path):
-    x = 0.5 * np.sin(np.linspace(0, 100, 1600))
-    write_wav(tmp_path / "s.wav", x, 8000, channels=2)
+    left = 0.5 * np.sin(np.linspace(0, 100, 1600))
+    right = 0.3 * np.cos(np.linspace(0, 37, 1600))
+    write_wav(tmp_path / "s.wav", np.stack([left, right], axis=1), 8000, channels=2)
     y, rate = read_wav(str(tmp_path / "s.wav"))
     assert rate == 8000 and y.shape == (1600,)
-    np.testing.assert_allclose(y, x, atol=1e-4)
+    np.testing.assert_allclose(y, (left + right) / 2, atol=1e-4)  # the mean, not one channel
     (tmp_path / "bad.wav").write_bytes(b"not a wav at all")
     with pytest.raises(ValueError, match="not a PCM wav"):
         read_wav(str(tmp_path / "bad.wav"))

@@ -49,6 +49,7 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     w = torch.load(out / "conditioned.pt", weights_only=False)
     assert w["model_config"]["head"]["model_type"] == "conditioned"
     assert all(v.dtype == torch.float16 for v in w["model"].values() if v.is_floating_point())
+    assert f"({sum(v.numel() for v in w['model'].values()) / 1e6:.1f}M parameters)" in card  # counted
     # republishing only the conditioned model keeps the shipped norm weights and card lines
     norm_bytes = (out / "norm.pt").read_bytes()
     norm_table = card[card.index("| norm | test set |"):].split("\n\n")[0]

@@ -153,6 +153,9 @@ def test_check_args_shell_options(check_args, capsys):
     assert "unknown option --no-such" in capsys.readouterr().err
     assert check_args.main(["prepare.sh", "--dataset"]) == 2
     assert "option --dataset needs a value" in capsys.readouterr().err
+    # an option declared without a value (run.sh: unset = the size preset, empty = none)
+    assert check_args.main(["egs/synth/run.sh", "--load-streams", "1,2", "--num-batches", "5"]) == 0
+    assert check_args.main(["egs/synth/run.sh", "--load-stream", "1"]) == 2
 
 
 def test_check_args_commands_file(check_args, tmp_path, capsys):

@@ -215,14 +215,16 @@ def load_parser(target: str) -> argparse.ArgumentParser:
 
 
 def shell_option_names(path: Path) -> List[str]:
-    """Variables a recipe script sets before it sources parse_options.sh."""
+    """Variables a recipe script sets (``name=...``) or declares without a value
+    (``declare name``: an option whose unset and empty values differ) before it
+    sources parse_options.sh."""
     names: List[str] = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if re.match(r"\s*(\.|source)\s+\S*parse_options\.sh\b", line):
             return names
-        m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", line)
+        m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=|declare\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:#|$)", line)
         if m:
-            names.append(m.group(1))
+            names.append(m.group(1) or m.group(2))
     raise CannotCheck(f"{path.name} does not source tools/parse_options.sh: its options cannot be checked")
 
 

@@ -312,6 +312,7 @@ def main() -> None:
                    staging / f"{name}.pt")
         card[name] = {"desc": w["desc"], "how": w["how"], "batches": last["batch_idx_train"],
                       "threads": (last.get("args") or {}).get("num_threads"),
+                      "params": sum(v.numel() for v in w["model"].values()),
                       "minutes": last.get("train_seconds", 0) / 60, "audio_hours": last.get("audio_seconds", 0) / 3600,
                       "metrics": metrics(exp, w["desc"]), "args": last.get("args", {}),
                       "beam_metrics": metrics(exp, w["desc"], "modified_beam_search", required=False)}
@@ -420,7 +421,8 @@ def main() -> None:
               f"* Punctuation: {marks_note(args.data_dir)}",
               "* The ONNX export is fixed to chunk 32 (640 ms of audio per encoder call) and left context 128 "
               "frames; export again for another chunk size (the latency table above shows the trade-off).",
-              "* A tiny model (5.5M parameters) trained on a CPU for hours, not a GPU for days.",
+              f"* A tiny model ({card['conditioned']['params'] / 1e6:.1f}M parameters) trained on a CPU for hours, "
+              "not a GPU for days.",
               *(["* The token LMs know the training references only: they help less on other text (`test_ood`) "
                  "and pull rare words towards Austen's spellings; `--lm-scale 0` turns them off."] if lms else []),
               *(["* The question model reads words only: a question written as a statement (\"You are coming?\") "

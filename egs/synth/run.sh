@@ -8,7 +8,7 @@
 #   bash run.sh --quick true                      # tiny corpus and a few batches: a few minutes
 #   bash egs/synth/run.sh --stage 4 --stop-stage 6          # decode, export, tables again
 #   bash egs/synth/run.sh --systems cond_p,norm --stage 1   # a subset of the systems
-#   bash egs/synth/run.sh --num-batches 2000 --num-seeds 3 --exp-dir ~/exp_long --publish true
+#   bash egs/synth/run.sh --num-batches 800 --num-seeds 3 --exp-dir ~/exp_long --publish true
 #                                                 # the long run behind the committed RESULTS.md
 #
 # Protocol: every system starts from the shipped normalized model
@@ -17,7 +17,7 @@
 # fine-tuned on its own data for --num-batches batches: the realistic setting
 # of the paper (a normalized ASR exists, punctuated data is scarce) at a CPU
 # budget.  By default the encoder stays frozen (the heads learn; a step costs
-# a third); --freeze-encoder false fine-tunes everything, --from-scratch true
+# about a tenth); --freeze-encoder false fine-tunes everything, --from-scratch true
 # is the papers' protocol (random start, the corpus's own tokenizer; GPUs).
 #
 # Options (defaults in brackets):
