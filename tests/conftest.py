@@ -294,3 +294,46 @@ class ServerProcess:
         if not self.log.closed:
             self.text = self.output()
             self.log.close()
+
+
+def make_it_emit(model, feats, fraction: float = 0.3, seed: int = 0) -> None:
+    """Replace every joiner's output layer so it emits varied tokens on about
+    ``fraction`` of the frames of ``feats`` ((T, 80) or (1, T, 80)).
+
+    The fixture model is trained for seconds: it outputs blanks (or only the
+    word boundary), and comparing empty transcripts would prove nothing.
+    Parity needs only *some* fixed weights, so the parity tests keep the
+    trained encoder, predictor and joiner projections and give the output
+    layer seeded random weights applied to the deviation of the joiner's
+    hidden vector from its mean over ``feats`` (so the token depends on
+    the frame), with the blank bias set for the wanted emission rate.  Only
+    8 tokens besides blank can win (never ``<unk>``, which the runtime, like
+    sherpa-onnx, reads as blank while PyTorch search does not)."""
+    import torch
+
+    from zipformer_pc.modes import MODE_P
+
+    g = torch.Generator().manual_seed(seed)
+    feats = feats.reshape(1, -1, feats.size(-1))
+    with torch.no_grad():
+        enc, _ = model.encoder(feats, torch.tensor([feats.size(1)]))
+        for name, joiner in model.joiners.items():
+            decoder = model.decoders[name]
+            mode = MODE_P if decoder.conditioned else None
+            dec = joiner.decoder_proj(decoder(torch.zeros(1, model.cfg.context_size, dtype=torch.long), mode=mode,
+                                              need_pad=False)[:, -1])
+            hidden = torch.tanh(joiner.encoder_proj(enc[0]) + dec)  # (T, joiner_dim)
+            centred = hidden - hidden.mean(dim=0)
+            w = torch.randn(joiner.output_linear.weight.shape, generator=g) / float(centred.std())
+            # a few candidate tokens, so the winner usually leads by a clear margin (near-ties
+            # could flip under the rounding differences of two onnxruntime builds)
+            candidates = torch.zeros(w.size(0), dtype=torch.bool)
+            candidates[torch.randperm(w.size(0) - 3, generator=g)[:8] + 3] = True
+            candidates[0] = True
+            w[~candidates] = 0.0
+            joiner.output_linear.weight.copy_(w)
+            joiner.output_linear.bias.copy_(-w @ hidden.mean(dim=0))
+            joiner.output_linear.bias[~candidates] = -1e4
+            logits = centred @ w.t() - 1e4 * (~candidates).float()
+            margin = logits[:, 0] - logits[:, 1:].max(dim=-1).values
+            joiner.output_linear.bias[0] -= float(torch.quantile(margin, 1 - fraction))

@@ -2,6 +2,7 @@
 
 import pytest
 
+from conftest import scripted_search
 from zipformer_pc.runtime.endpoint import EndpointConfig, EndpointRule
 from zipformer_pc.runtime.timestamps import is_mark, token_times, word_times
 
@@ -79,7 +80,10 @@ def test_timestamps_reject_inconsistent_input():
 
 
 class _Scripted:
-    """Stands in for the encoder and search: ``emit[frame] = {mode: token}``."""
+    """A recognizer whose encoder and search are scripted: ``emit[frame] = {mode: token}``; the rest
+    (``_advance``: search, move on, reattach marks, endpoint, segments) is the real code."""
+
+    FRAMES = 4  # encoder frames per chunk
 
     def __init__(self, tokens, emit):
         import numpy as np
@@ -96,29 +100,30 @@ class _Scripted:
         rec.questions = None  # P as searched
         rec.endpoint = EndpointConfig.from_options(rule2_min_trailing_silence=0.4)
         rec.initial_hyp = lambda mode: ModeState(tokens=[], decoder_out=np.zeros(1))
-        self.rec, self.emit = rec, emit
+        rec.decode_chunk_len = 4 * self.FRAMES
+        rec.decoding_method = "greedy_search"
+        rec._greedy = scripted_search(tokens, {m: {f: e[m] for f, e in emit.items() if m in e}
+                                               for m in rec.search_modes})
+        self.rec = rec
 
-        class S:  # the parts of a Stream that segmenting uses
-            pass
+        class S:  # the parts of a Stream that _advance and segmenting use
+            class fbank:
+                @staticmethod
+                def pop(n):
+                    pass
 
         s = S()
         s.hyps = {m: rec.initial_hyp(m) for m in rec.search_modes}
         s.frames_done, s.segment_start, s.last_emit, s.segments, s.finished = 0, 0, -1, [], True
+        s.frame_offset, s.num_chunks, s.states = 0, 0, None
         self.s = s
 
-    def run_chunks(self, n_chunks, frames_per_chunk=4):
-        """What decode_stream does after the encoder, chunk by chunk."""
-        rec, s = self.rec, self.s
+    def run_chunks(self, n_chunks):
+        """What decode_stream does after the encoder, chunk by chunk (StreamingRecognizer._advance)."""
+        import numpy as np
+
         for _ in range(n_chunks):
-            for t in range(s.frames_done, s.frames_done + frames_per_chunk):
-                for m, tok in self.emit.get(t, {}).items():
-                    s.hyps[m].tokens.append(rec.tokens.index(tok))
-                    s.hyps[m].frames.append(t)
-                    s.last_emit = max(s.last_emit, t)
-            s.frames_done += frames_per_chunk
-            rec._reattach_leading_marks(s)
-            if rec.is_endpoint(s):
-                rec._end_segment(s)
+            self.rec._advance(self.s, np.zeros((self.FRAMES, 1), np.float32), None)
 
 
 TOKENS = ["<blk>", "<sos/eos>", "<unk>", "\u2581", "\u2581yes", "\u2581Yes", ".", "\u2581no", "\u2581No", "?"]
