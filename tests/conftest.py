@@ -297,8 +297,10 @@ class ServerProcess:
 
 
 def make_it_emit(model, feats, fraction: float = 0.3, seed: int = 0) -> None:
-    """Replace every joiner's output layer so it emits varied tokens on about
-    ``fraction`` of the frames of ``feats`` ((T, 80) or (1, T, 80)).
+    """Replace every joiner's output layer so it emits tokens on about
+    ``fraction`` of the frames of ``feats`` ((T, 80) or (1, T, 80)), as
+    calibrated with the initial predictor context (once tokens are emitted the
+    context moves the rate, and one token may win most frames).
 
     The fixture model is trained for seconds: it outputs blanks (or only the
     word boundary), and comparing empty transcripts would prove nothing.

@@ -10,9 +10,11 @@ loops the file, and the capture may begin anywhere in it; the page stops after
 """
 
 import base64
+import os
 import shutil
 import time
 import wave
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -79,7 +81,8 @@ def _share_found(sent: np.ndarray, source: np.ndarray, piece: int = 4000) -> tup
 
 
 def _chrome(wav):
-    """Headless Chromium whose microphone plays ``wav``."""
+    """Headless Chromium whose microphone plays ``wav``; its temporary files go next to ``wav``
+    (Chromium leaves its socket directory in TMPDIR when the driver ends it)."""
     webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
     from selenium.webdriver.chrome.service import Service
 
@@ -89,7 +92,8 @@ def _chrome(wav):
                  "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
                  f"--use-file-for-fake-audio-capture={wav}", "--autoplay-policy=no-user-gesture-required"):
         opts.add_argument(flag)
-    return webdriver.Chrome(service=Service(DRIVER), options=opts)
+    env = {**os.environ, "TMPDIR": str(Path(wav).parent)}
+    return webdriver.Chrome(service=Service(DRIVER, env=env), options=opts)
 
 
 def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_path):
