@@ -12,9 +12,9 @@ loops the file, and the capture may begin anywhere in it; the page stops after
 import base64
 import os
 import shutil
+import tempfile
 import time
 import wave
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -80,9 +80,19 @@ def _share_found(sent: np.ndarray, source: np.ndarray, piece: int = 4000) -> tup
     return len(starts), found / max(len(starts), 1)
 
 
-def _chrome(wav):
-    """Headless Chromium whose microphone plays ``wav``; its temporary files go next to ``wav``
-    (Chromium leaves its socket directory in TMPDIR when the driver ends it)."""
+@pytest.fixture
+def chrome_tmp():
+    """A short directory for Chromium's temporary files, removed after the test (Chromium leaves
+    its socket directory in TMPDIR when the driver ends it).  Not ``tmp_path``: under pytest-xdist
+    that path is long enough to push the socket's path past the 108-byte limit of Unix sockets,
+    and Chromium then fails to start."""
+    d = tempfile.mkdtemp(prefix="zpc-chr-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _chrome(wav, tmpdir):
+    """Headless Chromium whose microphone plays ``wav``; its temporary files go to ``tmpdir``."""
     webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
     from selenium.webdriver.chrome.service import Service
 
@@ -92,11 +102,11 @@ def _chrome(wav):
                  "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
                  f"--use-file-for-fake-audio-capture={wav}", "--autoplay-policy=no-user-gesture-required"):
         opts.add_argument(flag)
-    env = {**os.environ, "TMPDIR": str(Path(wav).parent)}
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
     return webdriver.Chrome(service=Service(DRIVER, env=env), options=opts)
 
 
-def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_path):
+def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_path, chrome_tmp):
     speech = np.concatenate([speech_like(1.8, seed=11), np.zeros(16000, np.float32), speech_like(1.4, seed=12)])
     wav = tmp_path / "mic.wav"
     # the file loops; its speech fills most of any SECONDS of it
@@ -106,7 +116,7 @@ def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_
     srv = ServerProcess(tiny_onnx_model)
     driver = None
     try:
-        driver = _chrome(wav)
+        driver = _chrome(wav, chrome_tmp)
         driver.get(f"http://127.0.0.1:{srv.port}/?autostart=1&keep=1&seconds={SECONDS}")
         deadline = time.time() + 120
         while True:
@@ -143,7 +153,7 @@ def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_
     assert visible == {"P": True, "N": True} and state["modes"] == ["P", "N"]
 
 
-def test_the_page_replaces_an_amended_final_text_and_time(tiny_onnx_model, tmp_path):
+def test_the_page_replaces_an_amended_final_text_and_time(tiny_onnx_model, tmp_path, chrome_tmp):
     """The server sends a segment's final again when a late mark joins it (same segment id):
     the page shows the amended text and time in place of the first, and appends new segments."""
     wav = tmp_path / "silence.wav"
@@ -154,7 +164,7 @@ def test_the_page_replaces_an_amended_final_text_and_time(tiny_onnx_model, tmp_p
     amended = dict(final, end=1.9, P="Hello there.")
     second = dict(type="final", segment=1, start=2.5, end=3.0, P="Yes", N="yes")
     try:
-        driver = _chrome(wav)
+        driver = _chrome(wav, chrome_tmp)
         driver.get(f"http://127.0.0.1:{srv.port}/")
         shown = []
         for msg in (final, amended, second):
