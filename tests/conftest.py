@@ -191,6 +191,23 @@ def speech_like(seconds: float, seed: int, rate: int = 16000):
     return x
 
 
+def write_wav(path: Path, samples, rate: int = 16000, channels: int = 1) -> None:
+    """16-bit PCM wav of float ``samples`` in [-1, 1]: (T,) written to every channel, or (T, channels)."""
+    import wave
+
+    import numpy as np
+
+    samples = np.asarray(samples)
+    if samples.ndim == 1:
+        samples = np.repeat(samples[:, None], channels, axis=1)
+    assert samples.shape[1] == channels
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").reshape(-1).tobytes())
+
+
 @pytest.fixture(scope="session")
 def scripted_model(tmp_path_factory):
     """A random tiny conditioned model (chunks of 16 frames) and its vocabulary, for

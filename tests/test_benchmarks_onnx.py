@@ -3,7 +3,6 @@ included) and benchmarks/sherpa_vs_ours.py, on tiny random models and cuts."""
 
 import json
 import sys
-import wave
 from pathlib import Path
 
 import numpy as np
@@ -23,19 +22,12 @@ from zipformer_pc.export import random_model  # noqa: E402
 from zipformer_pc.export.onnx_export import export_model  # noqa: E402
 from zipformer_pc.data.references import P_KEY  # noqa: E402
 from zipformer_pc.runtime import StreamingRecognizer, find_model_files  # noqa: E402
+from conftest import write_wav  # noqa: E402
 
 CHUNK, LEFT = 32, 64
 VOCAB = 67
 # (N reference, P reference or None): the second cut has no P reference
 REFS = [("w6 x9 w12 w15", "W6 x9, w12 w15."), ("w3 w9 x12", None), ("w21 x24 w27", "W21 x24 w27?")]
-
-
-def _write_wav(path: Path, x: np.ndarray, rate: int = 16000) -> None:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
 
 
 def _random_export(model_type: str, tokens: Path, out: Path, calibration: np.ndarray) -> Path:
@@ -79,7 +71,7 @@ def setup(tmp_path_factory):
     restore = _restoration_onnx(d / "restore.onnx")
     cuts = []
     for i, ((n, p), x) in enumerate(zip(REFS, audio)):
-        _write_wav(d / f"u{i}.wav", x)
+        write_wav(d / f"u{i}.wav", x)
         rec = Recording.from_file(d / f"u{i}.wav", recording_id=f"u{i}")
         cut = rec.to_cut()
         cut.supervisions = [SupervisionSegment(id=f"u{i}", recording_id=f"u{i}", start=0.0, duration=rec.duration,

@@ -49,13 +49,18 @@ def test_each_method_and_mode_writes_results(trained_tiny_model, tiny_corpus, me
     assert list(out.glob(f"results-{method}-*.md"))
 
 
-def test_greedy_equals_beam_search_with_beam_one(trained_tiny_model, tiny_corpus):
+def first_test_features(corpus, n=3):
+    """Padded features (N, T, 80) and their lengths of the corpus's first ``n`` test cuts."""
     from lhotse import load_manifest
     from lhotse.dataset.collation import collate_features
 
+    return collate_features(load_manifest(corpus / "fbank" / "synth_cuts_test.jsonl.gz").subset(first=n))
+
+
+def test_greedy_equals_beam_search_with_beam_one(trained_tiny_model, tiny_corpus):
     exp_dir, epoch = trained_tiny_model
     model = load_model_for_inference(exp_dir, epoch, 2)
-    feats, lens = collate_features(load_manifest(tiny_corpus / "fbank" / "synth_cuts_test.jsonl.gz").subset(first=3))
+    feats, lens = first_test_features(tiny_corpus)
     make_it_emit(model, feats[0, : lens[0]])  # the fixture model emits (nearly) nothing: equal empty outputs prove nothing
     with torch.no_grad():
         enc, enc_lens = model.encoder(feats, lens)
@@ -68,14 +73,11 @@ def test_greedy_equals_beam_search_with_beam_one(trained_tiny_model, tiny_corpus
 def test_true_streaming_matches_simulated_streaming(trained_tiny_model, tiny_corpus):
     """The encoder outputs of the two ways agree on test utterances, and decode.py's files of the two are
     the same (the fixture model emits little, so the files alone would prove the plumbing only)."""
-    from lhotse import load_manifest
-    from lhotse.dataset.collation import collate_features
-
     from zipformer_pc.decoding.decode import encode_utterances
 
     exp_dir, epoch = trained_tiny_model
     model = load_model_for_inference(exp_dir, epoch, 2)
-    feats, lens = collate_features(load_manifest(tiny_corpus / "fbank" / "synth_cuts_test.jsonl.gz").subset(first=3))
+    feats, lens = first_test_features(tiny_corpus)
     with torch.no_grad():
         sim, sim_lens = encode_utterances(model.encoder, feats, lens, 32, 64, streaming=False)
         real, real_lens = encode_utterances(model.encoder, feats, lens, 32, 64, streaming=True)

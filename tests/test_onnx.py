@@ -5,7 +5,6 @@ audio pieces, resampling, empty input, the CLI."""
 import json
 import subprocess
 import sys
-import wave
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,7 @@ import onnx
 import pytest
 import torch
 
-from conftest import make_it_emit
+from conftest import make_it_emit, write_wav
 from zipformer_pc.decoding.beam_search import greedy_search_batch
 from zipformer_pc.training.checkpoint import load_model_for_inference
 from zipformer_pc.decoding.decode import encode_utterances
@@ -68,19 +67,6 @@ def test_resampler_downsampling_removes_content_above_the_new_nyquist():
     r = Resampler(48000, 16000)
     y = np.concatenate([r.process(x), r.flush()])
     assert np.abs(y[200:-200]).max() < 0.05
-
-
-def write_wav(path: Path, samples: np.ndarray, rate: int, channels: int = 1) -> None:
-    """``samples``: (T,) written to every channel, or (T, channels)."""
-    if samples.ndim == 1:
-        samples = np.repeat(samples[:, None], channels, axis=1)
-    assert samples.shape[1] == channels
-    pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2").reshape(-1)
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(channels)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm.tobytes())
 
 
 def test_read_wav_mixes_channels_and_rejects_non_wav(tmp_path):

@@ -9,11 +9,12 @@ path may import torch or lhotse.  The checks run in a subprocess whose
 import json
 import subprocess
 import sys
-import wave
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import write_wav
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,14 +72,6 @@ print(" ".join(names))
         assert f"zipformer_pc.server.{m}" in r.stdout.split()
 
 
-def _write_wav(path: Path, x: np.ndarray, rate: int) -> None:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
-
-
 @pytest.mark.slow
 def test_recognizer_and_cli_run_without_torch_or_lhotse(tmp_path):
     """A tiny random ``punct`` model (its N is derived from P through zipformer_pc.text): the
@@ -105,7 +98,7 @@ def test_recognizer_and_cli_run_without_torch_or_lhotse(tmp_path):
     audio = (0.3 * np.sin(2 * np.pi * 180 * t * (1 + 0.2 * np.sin(3 * t))) * (0.6 + 0.4 * np.sin(2 * np.pi * 4 * t)))
     audio = audio.astype(np.float32)
     wav = tmp_path / "utt.wav"
-    _write_wav(wav, audio, rate)
+    write_wav(wav, audio, rate)
 
     from zipformer_pc.runtime import read_wav
 

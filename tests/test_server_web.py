@@ -14,11 +14,10 @@ import os
 import shutil
 import tempfile
 import time
-import wave
 
 import numpy as np
 import pytest
-from conftest import RULE2, ServerProcess, speech_like
+from conftest import RULE2, ServerProcess, speech_like, write_wav
 
 from zipformer_pc.runtime import Resampler, StreamingRecognizer
 from zipformer_pc.runtime.endpoint import EndpointConfig
@@ -45,14 +44,6 @@ let s = "";
 for (let i = 0; i < bytes.length; i += 8192) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 8192));
 return btoa(s);
 """
-
-
-def _write_wav(path, x, rate=16000):
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
 
 
 def _best_match(signal: np.ndarray, template: np.ndarray) -> float:
@@ -111,7 +102,7 @@ def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_
     wav = tmp_path / "mic.wav"
     # the file loops; its speech fills most of any SECONDS of it
     played = np.concatenate([speech, np.zeros(16000, np.float32)])
-    _write_wav(wav, played)
+    write_wav(wav, played)
 
     srv = ServerProcess(tiny_onnx_model)
     driver = None
@@ -157,7 +148,7 @@ def test_the_page_replaces_an_amended_final_text_and_time(tiny_onnx_model, tmp_p
     """The server sends a segment's final again when a late mark joins it (same segment id):
     the page shows the amended text and time in place of the first, and appends new segments."""
     wav = tmp_path / "silence.wav"
-    _write_wav(wav, np.zeros(16000, np.float32))
+    write_wav(wav, np.zeros(16000, np.float32))
     srv = ServerProcess(tiny_onnx_model)
     driver = None
     final = dict(type="final", segment=0, start=0.0, end=1.5, P="Hello there", N="hello there")
