@@ -531,3 +531,35 @@ def test_search_options_are_checked(tmp_path, tokens_file):
         StreamingRecognizer.from_dir(tmp_path, decoding_method="beam")
     with pytest.raises(ValueError, match="beam"):
         StreamingRecognizer.from_dir(tmp_path, decoding_method="modified_beam_search", beam=0)
+    with pytest.raises(ValueError, match="blank_penalty"):
+        StreamingRecognizer.from_dir(tmp_path, blank_penalty=float("nan"))
+
+
+@pytest.mark.parametrize("method", ["greedy_search", "modified_beam_search"])
+def test_blank_penalty_lets_out_tokens_that_blank_beats(tmp_path, tokens_file, method):
+    """The penalty moves blank only: one larger than any logit gap makes every frame emit (one token
+    per frame), a negative one as large leaves nothing, in each mode; the option reaches the recognizer."""
+    import argparse
+
+    from zipformer_pc.runtime.recognizer import add_search_options, search_kwargs
+
+    export_model(random_model("conditioned"), tmp_path, tokens_file, CHUNK, LEFT)
+    x = np.random.default_rng(1).standard_normal(3 * 16000).astype(np.float32) * 0.1
+
+    def hyps(penalty):
+        rec = StreamingRecognizer.from_dir(tmp_path, decoding_method=method, blank_penalty=penalty)
+        s = rec.create_stream()
+        s.accept_waveform(16000, x)
+        s.input_finished()
+        rec.decode_stream(s)
+        return s.hyps
+
+    plain, every, none = hyps(0.0), hyps(1e4), hyps(-1e4)
+    for m in ("P", "N"):
+        frames = every[m].frames
+        assert len(frames) > 20 and frames == list(range(len(frames))), frames
+        assert none[m].tokens == [] and len(plain[m].tokens) <= len(frames)
+    p = argparse.ArgumentParser()
+    add_search_options(p)
+    assert search_kwargs(p.parse_args([]), tmp_path)["blank_penalty"] == 0.0
+    assert search_kwargs(p.parse_args(["--blank-penalty", "1.5"]), tmp_path)["blank_penalty"] == 1.5

@@ -113,7 +113,7 @@ def main(argv=None) -> None:
         if args.scores_json:
             search = {"decoding_method": rec.decoding_method, "int8": args.int8,
                       "lms": sorted(rec.lms), "num_threads": args.num_threads,
-                      "questions": rec.questions is not None}
+                      "questions": rec.questions is not None, "blank_penalty": rec.blank_penalty}
             if rec.decoding_method == "modified_beam_search":
                 search.update(beam=rec.beam, lm_scale=rec.lm_scale,
                               lm_token_bonus=rec.lm_token_bonus if rec.lms else None)

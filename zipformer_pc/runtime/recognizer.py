@@ -97,6 +97,11 @@ def add_search_options(p) -> None:
     p.add_argument("--lm-token-bonus", type=float, default=DEFAULT_LM_TOKEN_BONUS,
                    help="added to each token's score with the LM (it offsets the LM's cost per token, "
                         "which would otherwise favour dropping words)")
+    p.add_argument("--blank-penalty", type=float, default=0.0,
+                   help="subtracted from the blank logit of every joiner output before the search picks "
+                        "(sherpa-onnx's and icefall's blank penalty): > 0 lets tokens out that blank narrowly "
+                        "beats on each of several frames, as the marks of P often are for voices unlike "
+                        "espeak-ng's (0: none)")
     p.add_argument("--questions", type=str2bool, default=True,
                    help="use the model dir's question model (questions.json.gz, when it has one): P ends the "
                         "sentences it reads as questions with ? (false: P as searched)")
@@ -109,7 +114,7 @@ def search_kwargs(args, model_dir) -> Dict[str, object]:
         has_lm = any(find_lm(model_dir, m) for m in RUNTIME_ORDER)
         scale = DEFAULT_LM_SCALE if has_lm and args.decoding_method == "modified_beam_search" else 0.0
     return {"decoding_method": args.decoding_method, "beam": args.beam_size, "lm_scale": scale,
-            "lm_token_bonus": args.lm_token_bonus, "questions": args.questions}
+            "lm_token_bonus": args.lm_token_bonus, "blank_penalty": args.blank_penalty, "questions": args.questions}
 
 
 def _session(path: Path, threads: int) -> ort.InferenceSession:
@@ -172,6 +177,8 @@ class StreamingRecognizer:
       beam: paths kept by ``modified_beam_search``.
       lm_scale, lm_token_bonus: shallow fusion of the ``lm-MODE`` files
         (``modified_beam_search`` only; 0: none).
+      blank_penalty: subtracted from the blank logit of each joiner output
+        (both searches, every mode; 0: none).
       questions: whether P shows ``?`` where the ``questions`` file's model
         reads a question (when ``files`` has one).
     """
@@ -179,7 +186,8 @@ class StreamingRecognizer:
     def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None,
                  endpoint: Optional[EndpointConfig] = None, batch_encoder: Optional[bool] = None,
                  decoding_method: str = "greedy_search", beam: int = 4,
-                 lm_scale: float = 0.0, lm_token_bonus: float = 0.0, questions: bool = True) -> None:
+                 lm_scale: float = 0.0, lm_token_bonus: float = 0.0, blank_penalty: float = 0.0,
+                 questions: bool = True) -> None:
         if decoding_method not in DECODING_METHODS:
             raise ValueError(f"decoding_method must be one of {', '.join(DECODING_METHODS)}, not {decoding_method!r}")
         if beam < 1:
@@ -192,6 +200,9 @@ class StreamingRecognizer:
             raise ValueError("an LM is fused in modified_beam_search only (lm_scale > 0 with greedy_search)")
         self.lm_scale = lm_scale
         self.lm_token_bonus = lm_token_bonus
+        if not np.isfinite(blank_penalty):
+            raise ValueError(f"blank_penalty must be a finite number, got {blank_penalty}")
+        self.blank_penalty = float(blank_penalty)
         self.endpoint = endpoint if endpoint is not None else EndpointConfig(enabled=False)
         self.encoder = _session(files["encoder"], num_threads)
         # decode_streams() stacks the chunks of several streams into one encoder
@@ -468,6 +479,7 @@ class StreamingRecognizer:
         last = -1
         for t in range(enc.shape[0]):
             logits = joiner.run(None, {"encoder_out": enc[t : t + 1], "decoder_out": hyp.decoder_out})[0]
+            logits[:, BLANK_ID] -= self.blank_penalty
             best = int(logits[0].argmax())
             if best == BLANK_ID or best == self.unk_id:
                 continue
@@ -494,6 +506,7 @@ class StreamingRecognizer:
             dec = np.concatenate([h.decoder_out for h in beam])
             logits = joiner.run(None, {"encoder_out": np.repeat(enc[t : t + 1], len(beam), axis=0),
                                        "decoder_out": dec})[0].astype(np.float64)
+            logits[:, BLANK_ID] -= self.blank_penalty
             peak = logits.max(axis=1, keepdims=True)
             logp = logits - peak - np.log(np.exp(logits - peak).sum(axis=1, keepdims=True))
             if lm:
