@@ -33,7 +33,8 @@ def decode(trained_tiny_model, corpus, *extra, test_sets=None):
 @pytest.mark.parametrize("method", ["greedy_search", "modified_beam_search"])
 def test_each_method_and_mode_writes_results(trained_tiny_model, tiny_corpus, method):
     exp_dir, epoch = trained_tiny_model
-    r = decode(trained_tiny_model, tiny_corpus, "--decoding-method", method, "--beam-size", "2")
+    penalty = ("--blank-penalty", "1.5") if method == "modified_beam_search" else ()
+    r = decode(trained_tiny_model, tiny_corpus, "--decoding-method", method, "--beam-size", "2", *penalty)
     assert "| test set | WER | PuncER | CaseER | PC-WER | PER | WER-C | WER-PC |" in r.stdout
     expected = "cuda:0" if torch.cuda.is_available() else "cpu"
     assert f"Decoding on {expected}" in r.stderr  # --device auto
@@ -47,6 +48,12 @@ def test_each_method_and_mode_writes_results(trained_tiny_model, tiny_corpus, me
         assert len(recogs) == 2 * 12 and recogs[0].split("\t")[1].startswith("ref=")
         assert list(out.glob(f"errs-test-{mode}-{method}-*.txt"))[0].read_text().startswith("%WER")
     assert list(out.glob(f"results-{method}-*.md"))
+    if penalty:  # the runtime's option; its effect is tested in test_onnx and test_model
+        assert list(out.glob(f"results-{method}-*-blank-penalty-1.5*.md"))
+        r = subprocess.run([sys.executable, "-m", "zipformer_pc.decoding.decode", "--exp-dir", str(exp_dir),
+                            "--epoch", str(epoch), "--bpe-model", "x", "--test-sets", "t=x", "--blank-penalty", "nan"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert r.returncode != 0 and "--blank-penalty: blank_penalty must be a finite number" in r.stderr, r.stderr
 
 
 def first_test_features(corpus, n=3):

@@ -331,7 +331,7 @@ class _CountingJoiner(torch.nn.Module):
     def forward(self, enc, dec, project_input=True):
         nxt = (dec[..., 0] + 1).long()
         nxt = torch.where(nxt > 3, torch.zeros_like(nxt), nxt)
-        return torch.nn.functional.one_hot(nxt, 5).float()
+        return torch.nn.functional.one_hot(nxt, 5).float() - 0.01 * torch.arange(5)  # no ties among the rest
 
 
 class _StubModel:
@@ -355,6 +355,26 @@ def test_greedy_search_emits_up_to_max_sym_per_frame(max_sym, expected):
     assert greedy_search_batch(_StubModel(), enc, lens, MODE_P, max_sym_per_frame=max_sym) == expected
     with pytest.raises(ValueError):
         greedy_search_batch(_StubModel(), enc, lens, MODE_P, max_sym_per_frame=0)
+
+
+@pytest.mark.parametrize("method", ["greedy_search", "modified_beam_search"])
+def test_blank_penalty_moves_blank_only(method):
+    """decode.py's searches take the runtime's blank penalty: subtracted from blank's logit,
+    so a large one makes every frame emit (the stub's 1, 2, 3 then its next best, 1, ...),
+    a large negative one leaves nothing (beam 1: both searches alike); a NaN is refused."""
+    from zipformer_pc.decoding.beam_search import search
+
+    enc = torch.zeros(2, 7, 4)
+    lens = torch.tensor([7, 2])
+
+    def run(penalty):
+        return search(_StubModel(), enc, lens, MODE_P, method, beam=1, blank_penalty=penalty)
+
+    assert run(0.0) == [[1, 2, 3], [1, 2]]
+    assert run(5.0) == [[1, 2, 3, 1, 2, 3, 1], [1, 2]]
+    assert run(-5.0) == [[], []]
+    with pytest.raises(ValueError, match="blank_penalty"):
+        run(float("nan"))
 
 
 def _save(model: Transducer, path):

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import make_it_emit, write_wav
-from zipformer_pc.decoding.beam_search import greedy_search_batch
+from zipformer_pc.decoding.beam_search import search
 from zipformer_pc.training.checkpoint import load_model_for_inference
 from zipformer_pc.decoding.decode import encode_utterances
 from zipformer_pc.features import TAIL_SILENCE_FRAMES, knf_fbank, tail_padded_frames
@@ -97,6 +97,16 @@ def random_model(model_type: str, vocab: int = 67):
     torch.manual_seed(0)
     head = HeadConfig(model_type=model_type, vocab_size=vocab, decoder_dim=64, joiner_dim=64, mode_dim=8)
     return build_model(make_model_config("tiny", {}, head)).eval()
+
+
+def decoded(rec: StreamingRecognizer, x=None, rate: int = 16000):
+    """A new stream of ``rec`` that has read ``x`` (none: no audio), been finished and decoded."""
+    s = rec.create_stream()
+    if x is not None:
+        s.accept_waveform(rate, x)
+    s.input_finished()
+    rec.decode_stream(s)
+    return s
 
 
 @pytest.mark.parametrize("model_type,modes", [("conditioned", {"P", "N"}), ("two-decoder", {"P", "N"}),
@@ -203,9 +213,7 @@ def test_int8_quantizes_every_linear_layer_of_the_joiner(tmp_path, tokens_file):
 def test_empty_and_tiny_inputs(tmp_path, tokens_file):
     export_model(random_model("conditioned"), tmp_path, tokens_file, CHUNK, LEFT)
     rec = StreamingRecognizer.from_dir(tmp_path)
-    s = rec.create_stream()
-    s.input_finished()
-    rec.decode_stream(s)
+    s = decoded(rec)
     assert rec.get_result(s) == {"P": "", "N": ""} and s.num_chunks == 0
     for n in (1, 80, 1200):  # shorter than the front end's receptive field, or one chunk
         rec.recognize(np.full(n, 0.01, np.float32), 16000)
@@ -223,10 +231,7 @@ def test_unk_is_read_as_blank_like_sherpa_onnx(tmp_path, tokens_file, method):
     export_model(model, tmp_path, tokens_file, CHUNK, LEFT)
     rec = StreamingRecognizer.from_dir(tmp_path, decoding_method=method)
     assert rec.tokens[rec.unk_id] == "<unk>"
-    s = rec.create_stream()
-    s.accept_waveform(16000, np.random.default_rng(0).standard_normal(32000).astype(np.float32) * 0.1)
-    s.input_finished()
-    rec.decode_stream(s)
+    s = decoded(rec, np.random.default_rng(0).standard_normal(32000).astype(np.float32) * 0.1)
     assert s.num_chunks > 0 and rec.get_tokens(s) == {"P": []}
 
 
@@ -235,10 +240,7 @@ def test_tail_padding_adds_the_recipes_tail_silence_and_completes_the_last_chunk
     rec = StreamingRecognizer.from_dir(tmp_path)
     for seconds in (0.01, 0.3, 1.0, 1.37, 2.56, 2.63, 2.64):
         n = int(seconds * 16000)
-        s = rec.create_stream()
-        s.accept_waveform(16000, np.full(n, 0.01, np.float32))
-        s.input_finished()
-        rec.decode_stream(s)
+        s = decoded(rec, np.full(n, 0.01, np.float32))
         frames = (n + 80) // 160
         # the chunks hold the audio and at least TAIL_SILENCE_FRAMES of silence, and no
         # chunk more than that needs (the encoder reads 2 chunk + 7 frames per chunk)
@@ -246,10 +248,7 @@ def test_tail_padding_adds_the_recipes_tail_silence_and_completes_the_last_chunk
         assert frames + TAIL_SILENCE_FRAMES <= read < frames + TAIL_SILENCE_FRAMES + 2 * CHUNK, seconds
         assert read == tail_padded_frames(frames, CHUNK)
         assert s.fbank.num_frames_ready - s.frame_offset < rec.T  # nothing left undecoded
-    s = rec.create_stream()
-    s.input_finished()
-    rec.decode_stream(s)
-    assert s.num_chunks == 0  # an empty stream runs nothing
+    assert decoded(rec).num_chunks == 0  # an empty stream runs nothing
 
 
 # ---------------------------------------------------------------------------
@@ -292,15 +291,17 @@ def test_export_cli_writes_a_checked_sherpa_onnx_set(trained_tiny_model, tiny_co
 
 
 @torch.no_grad()
-def recipe_decoding(model, samples: np.ndarray, streaming: bool):
+def recipe_decoding(model, samples: np.ndarray, streaming: bool, method: str = "greedy_search",
+                    blank_penalty: float = 0.0):
     """PyTorch reference: what ``zipformer_pc.decoding.decode`` does with an
     utterance (the features of the audio alone, its tail silence added by
     ``encode_utterances``, chunked attention in one call or chunk by chunk),
-    greedy search per mode.  Nothing here comes from the runtime."""
+    the search per mode.  Nothing here comes from the runtime."""
     feats = torch.from_numpy(knf_fbank(samples)).unsqueeze(0)
     enc_out, lens = encode_utterances(model.encoder, feats, torch.tensor([feats.size(1)]), CHUNK, LEFT,
                                       streaming=streaming)
-    return {name: greedy_search_batch(model, enc_out, lens, mode)[0] for name, mode in (("P", MODE_P), ("N", MODE_N))}
+    return {name: search(model, enc_out, lens, mode, method, beam=4, blank_penalty=blank_penalty)[0]
+            for name, mode in (("P", MODE_P), ("N", MODE_N))}
 
 
 @pytest.mark.slow
@@ -328,13 +329,29 @@ def test_onnx_streaming_equals_the_recipes_pytorch_decoding(exported, test_audio
         piece[-window:] = 0.0
         cases.append((f"{uid}[:{cut}]", piece))
     for uid, x in cases:
-        s = rec.create_stream()
-        s.accept_waveform(16000, x)
-        s.input_finished()
-        rec.decode_stream(s)
+        s = decoded(rec, x)
         got = rec.get_tokens(s)
         assert got == recipe_decoding(model, x, streaming=False) == recipe_decoding(model, x, streaming=True), uid
         assert s.fbank.num_frames_ready - s.frame_offset < rec.T  # nothing left undecoded
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["greedy_search", "modified_beam_search"])
+def test_the_blank_penalty_is_the_same_in_the_runtime_and_the_recipe(exported, test_audio, method):
+    """``--blank-penalty`` of decode.py and of the runtime: the same tokens with and without one,
+    and the penalty changes them (more tokens), so the agreement is not that of two searches
+    that ignore it."""
+    out, model = exported
+    torch.set_num_threads(1)
+    count = {}
+    for penalty in (0.0, 2.0):
+        rec = StreamingRecognizer.from_dir(out, decoding_method=method, blank_penalty=penalty)
+        count[penalty] = 0
+        for uid, x in test_audio:
+            got = rec.get_tokens(decoded(rec, x))
+            assert got == recipe_decoding(model, x, False, method, penalty), (uid, penalty)
+            count[penalty] += sum(map(len, got.values()))
+    assert count[2.0] > count[0.0] + 10, count
 
 
 @pytest.mark.slow
@@ -365,10 +382,7 @@ def test_other_sample_rates_are_resampled(exported, test_audio):
     uid, x = test_audio[0]
     r = Resampler(16000, 8000)
     x8 = np.concatenate([r.process(x), r.flush()])
-    s = rec.create_stream()
-    s.accept_waveform(8000, x8)
-    s.input_finished()
-    rec.decode_stream(s)
+    s = decoded(rec, x8, 8000)
     assert abs(s.duration - len(x) / 16000) < 0.01
     with pytest.raises(ValueError, match="sample rate changed"):
         s2 = rec.create_stream()
@@ -436,10 +450,7 @@ def test_beam_search_with_one_path_is_greedy_search_and_more_paths_search_more(t
     runs = {}
     for method, beam in (("greedy_search", 4), ("modified_beam_search", 1), ("modified_beam_search", 4)):
         rec = StreamingRecognizer.from_dir(tmp_path, decoding_method=method, beam=beam)
-        s = rec.create_stream()
-        s.accept_waveform(16000, x)
-        s.input_finished()
-        rec.decode_stream(s)
+        s = decoded(rec, x)
         runs[method, beam] = {m: (list(h.tokens), list(h.frames)) for m, h in s.hyps.items()}
     greedy, one, four = runs["greedy_search", 4], runs["modified_beam_search", 1], runs["modified_beam_search", 4]
     assert greedy == one
@@ -492,11 +503,7 @@ def test_beam_search_fuses_each_modes_token_lm(tmp_path, tokens_file):
     x = np.random.default_rng(1).standard_normal(3 * 16000).astype(np.float32) * 0.1
 
     def tokens_of(rec):
-        s = rec.create_stream()
-        s.accept_waveform(16000, x)
-        s.input_finished()
-        rec.decode_stream(s)
-        return {m: list(h.tokens) for m, h in s.hyps.items()}
+        return {m: list(h.tokens) for m, h in decoded(rec, x).hyps.items()}
 
     plain = tokens_of(StreamingRecognizer.from_dir(tmp_path, decoding_method="modified_beam_search"))
     pieces = [line.split()[0] for line in open(tmp_path / "tokens.txt")]
@@ -547,12 +554,7 @@ def test_blank_penalty_lets_out_tokens_that_blank_beats(tmp_path, tokens_file, m
     x = np.random.default_rng(1).standard_normal(3 * 16000).astype(np.float32) * 0.1
 
     def hyps(penalty):
-        rec = StreamingRecognizer.from_dir(tmp_path, decoding_method=method, blank_penalty=penalty)
-        s = rec.create_stream()
-        s.accept_waveform(16000, x)
-        s.input_finished()
-        rec.decode_stream(s)
-        return s.hyps
+        return decoded(StreamingRecognizer.from_dir(tmp_path, decoding_method=method, blank_penalty=penalty), x).hyps
 
     plain, every, none = hyps(0.0), hyps(1e4), hyps(-1e4)
     for m in ("P", "N"):

@@ -9,12 +9,17 @@ needs ``max_sym_per_frame > 1`` in greedy search to be decoded faithfully.
 
 The mode selects the head: for ``two-decoder`` its own predictor and joiner,
 for ``conditioned`` the shared predictor fed with that mode's embedding.
+
+``blank_penalty`` is subtracted from the blank logit of every joiner output
+before either search picks, as in the runtime (``--blank-penalty``).
 """
 
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 import torch
+
+from zipformer_pc.options import check_blank_penalty
 
 
 @dataclass
@@ -38,13 +43,17 @@ class Head:
         out = self.decoder(contexts, mode=mode, need_pad=False)[:, -1]
         return self.joiner.decoder_proj(out)
 
-    def logits(self, enc_proj: torch.Tensor, dec_proj: torch.Tensor) -> torch.Tensor:
-        return self.joiner(enc_proj, dec_proj, project_input=False)
+    def logits(self, enc_proj: torch.Tensor, dec_proj: torch.Tensor, blank_penalty: float = 0.0) -> torch.Tensor:
+        out = self.joiner(enc_proj, dec_proj, project_input=False)
+        if blank_penalty:
+            out[..., self.blank_id] -= blank_penalty
+        return out
 
 
 @torch.no_grad()
 def greedy_search_batch(
-    model, encoder_out: torch.Tensor, encoder_lens: torch.Tensor, mode: int, max_sym_per_frame: int = 1
+    model, encoder_out: torch.Tensor, encoder_lens: torch.Tensor, mode: int, max_sym_per_frame: int = 1,
+    blank_penalty: float = 0.0,
 ) -> List[List[int]]:
     """Batched greedy search.
 
@@ -57,6 +66,7 @@ def greedy_search_batch(
     """
     if max_sym_per_frame < 1:
         raise ValueError(f"max_sym_per_frame must be >= 1, got {max_sym_per_frame}")
+    blank_penalty = check_blank_penalty(blank_penalty)
     head = Head.of(model, mode)
     n, t_max, _ = encoder_out.shape
     dev = encoder_out.device
@@ -69,7 +79,7 @@ def greedy_search_batch(
         if not bool(active.any()):
             break
         for _ in range(max_sym_per_frame):
-            y = head.logits(enc_proj[:, t], dec_proj).argmax(dim=-1)
+            y = head.logits(enc_proj[:, t], dec_proj, blank_penalty).argmax(dim=-1)
             emit = (y != head.blank_id) & active
             if not bool(emit.any()):
                 break
@@ -85,7 +95,7 @@ def greedy_search_batch(
 @torch.no_grad()
 def modified_beam_search(
     model, encoder_out: torch.Tensor, encoder_lens: torch.Tensor, mode: int, beam: int = 4, unk_id: int = -1,
-    lm=None, lm_scale: float = 0.0, lm_token_bonus: float = 0.0,
+    lm=None, lm_scale: float = 0.0, lm_token_bonus: float = 0.0, blank_penalty: float = 0.0,
 ) -> List[List[int]]:
     """Beam search with at most one symbol per frame, as the runtime's
     (``zipformer_pc.runtime.recognizer``) and sherpa-onnx's: hypotheses with
@@ -97,6 +107,7 @@ def modified_beam_search(
     hypotheses are pruned (shallow fusion)."""
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
+    blank_penalty = check_blank_penalty(blank_penalty)
     fuse = lm is not None and lm_scale > 0
     head = Head.of(model, mode)
     out: List[List[int]] = []
@@ -115,7 +126,7 @@ def modified_beam_search(
         for t in range(enc_proj.size(0)):
             keys = list(hyps)
             d = torch.stack([dec(k) for k in keys])
-            logp = head.logits(enc_proj[t].expand(len(keys), -1), d).log_softmax(dim=-1)
+            logp = head.logits(enc_proj[t].expand(len(keys), -1), d, blank_penalty).log_softmax(dim=-1)
             if fuse:
                 fused = lm.fusion([lm.state_after(k) for k in keys], lm_scale, lm_token_bonus, (head.blank_id, unk_id))
                 logp = logp + torch.from_numpy(fused).to(logp)
@@ -134,11 +145,12 @@ def modified_beam_search(
 
 def search(
     model, encoder_out, encoder_lens, mode: int, method: str, beam: int = 4, max_sym_per_frame: int = 1,
-    **beam_opts,
+    blank_penalty: float = 0.0, **beam_opts,
 ) -> List[List[int]]:
     """``beam_opts``: ``unk_id`` and the LM fusion of :func:`modified_beam_search`."""
     if method == "greedy_search":
-        return greedy_search_batch(model, encoder_out, encoder_lens, mode, max_sym_per_frame)
+        return greedy_search_batch(model, encoder_out, encoder_lens, mode, max_sym_per_frame, blank_penalty)
     if method == "modified_beam_search":
-        return modified_beam_search(model, encoder_out, encoder_lens, mode, beam, **beam_opts)
+        return modified_beam_search(model, encoder_out, encoder_lens, mode, beam, blank_penalty=blank_penalty,
+                                    **beam_opts)
     raise ValueError(f"Unknown decoding method {method!r}: greedy_search or modified_beam_search")

@@ -17,6 +17,8 @@ Usage:
   python -m zipformer_pc.decoding.decode --exp-dir egs/synth/exp/norm ... --restore-model data/synth/restore/p1/restore.onnx
   # P's question sentences end with ? (the question model of local/train_questions.py, as the runtime's)
   python -m zipformer_pc.decoding.decode ... --questions exp/onnx/questions.json.gz
+  # blank's logit lowered by 1.0 before each search step (the runtime's --blank-penalty)
+  python -m zipformer_pc.decoding.decode ... --blank-penalty 1.0
 
 Output modes: N and P from ``two-decoder`` (each head) and ``conditioned``
 (each mode); P from ``punct`` with N derived by the shared normalization;
@@ -53,7 +55,7 @@ from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
     parse_modes, rules, search_mode_for
-from zipformer_pc.options import str2bool
+from zipformer_pc.options import add_blank_penalty_option, check_blank_penalty, str2bool
 from zipformer_pc.questions import QuestionModel
 from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS
 
@@ -77,6 +79,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-scale", type=float, default=DEFAULT_LM_SCALE, help="weight of the LM log probability")
     p.add_argument("--lm-token-bonus", type=float, default=DEFAULT_LM_TOKEN_BONUS,
                    help="added to each token's score with the LM")
+    add_blank_penalty_option(p)
     p.add_argument("--max-sym-per-frame", type=int, default=1,
                    help="greedy_search: tokens one frame may emit (1, as the streaming runtimes do)")
     p.add_argument("--modes", default="N,P", help="Output modes to decode (those the model has)")
@@ -202,7 +205,7 @@ def decode_set(model, tokenizer, cuts_path: str, args, modes: List[int], restore
                 continue  # the cascade's P comes from its N output below
             searched = search_mode_for(model.model_type, m)
             ids = search(model, enc, enc_lens, searched, args.decoding_method, args.beam_size, args.max_sym_per_frame,
-                         **beam_opts(args, tokenizer, lms.get(MODE_NAMES[searched])))
+                         args.blank_penalty, **beam_opts(args, tokenizer, lms.get(MODE_NAMES[searched])))
             derived = is_derived(model.model_type, m)
             for cid, h in zip(batch["cut_ids"], ids):
                 text = tokenizer.decode(h)
@@ -235,6 +238,10 @@ def main() -> None:
     args = get_parser().parse_args()
     if args.lm_dir and (args.decoding_method != "modified_beam_search" or args.lm_scale <= 0):
         raise SystemExit("--lm-dir needs --decoding-method modified_beam_search and --lm-scale > 0")
+    try:
+        check_blank_penalty(args.blank_penalty)
+    except ValueError as e:
+        raise SystemExit(f"--blank-penalty: {e}")
     torch.set_num_threads(args.num_threads)
     tests = parse_test_sets(args.test_sets)
     device = pick_device(args.device)
@@ -292,6 +299,8 @@ def main() -> None:
             suffix += f"-lm-{args.lm_scale:g}-bonus-{args.lm_token_bonus:g}"
     elif args.max_sym_per_frame != 1:
         suffix += f"-max-sym-{args.max_sym_per_frame}"
+    if args.blank_penalty:
+        suffix += f"-blank-penalty-{args.blank_penalty:g}"
     if args.chunk_size > 0:
         suffix += f"-chunk-{args.chunk_size}-left-{args.left_context_frames}"
     if args.streaming:

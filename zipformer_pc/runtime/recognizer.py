@@ -73,7 +73,7 @@ import onnxruntime as ort
 from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS, BoundLm, NgramLm, find_lm
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
-from zipformer_pc.options import str2bool
+from zipformer_pc.options import add_blank_penalty_option, check_blank_penalty, str2bool
 from zipformer_pc.questions import QuestionModel, find_questions
 from zipformer_pc.text import WORD_START
 from zipformer_pc.runtime.endpoint import EndpointConfig
@@ -97,11 +97,7 @@ def add_search_options(p) -> None:
     p.add_argument("--lm-token-bonus", type=float, default=DEFAULT_LM_TOKEN_BONUS,
                    help="added to each token's score with the LM (it offsets the LM's cost per token, "
                         "which would otherwise favour dropping words)")
-    p.add_argument("--blank-penalty", type=float, default=0.0,
-                   help="subtracted from the blank logit of every joiner output before the search picks "
-                        "(sherpa-onnx's and icefall's blank penalty): > 0 lets tokens out that blank narrowly "
-                        "beats on each of several frames, as the marks of P often are for voices unlike "
-                        "espeak-ng's (0: none)")
+    add_blank_penalty_option(p)
     p.add_argument("--questions", type=str2bool, default=True,
                    help="use the model dir's question model (questions.json.gz, when it has one): P ends the "
                         "sentences it reads as questions with ? (false: P as searched)")
@@ -200,9 +196,7 @@ class StreamingRecognizer:
             raise ValueError("an LM is fused in modified_beam_search only (lm_scale > 0 with greedy_search)")
         self.lm_scale = lm_scale
         self.lm_token_bonus = lm_token_bonus
-        if not np.isfinite(blank_penalty):
-            raise ValueError(f"blank_penalty must be a finite number, got {blank_penalty}")
-        self.blank_penalty = float(blank_penalty)
+        self.blank_penalty = check_blank_penalty(blank_penalty)
         self.endpoint = endpoint if endpoint is not None else EndpointConfig(enabled=False)
         self.encoder = _session(files["encoder"], num_threads)
         # decode_streams() stacks the chunks of several streams into one encoder
