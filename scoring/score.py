@@ -16,8 +16,14 @@ Usage:
   ./scoring/score.py --ref exp/recogs-test.txt --hyp exp/recogs-test.txt \
       --errs-file exp/errs-test.txt
 
+  # The runtime's output (export/onnx_streaming.py --output) against a cut manifest's references
+  ./scoring/score.py --ref data/synth/fbank/synth_cuts_test.jsonl.gz --hyp out.txt --mode P
+
 REF and HYP hold ``utt_id<TAB>text`` lines (or icefall ``recogs-*.txt``
-pairs, whose ``ref=`` / ``hyp=`` lines are used).  Both sides are normalized
+pairs, whose ``ref=`` / ``hyp=`` lines are used; or the runtime's
+``utt_id<TAB>mode<TAB>text`` lines, of which ``--mode`` picks one mode); REF
+can also be a lhotse cut manifest, whose ``--mode`` references are read
+(zipformer_pc.transcripts).  Both sides are normalized
 by zipformer_pc.text with the same punctuation config before scoring.
 """
 
@@ -34,6 +40,7 @@ from zipformer_pc.metrics import (
     score_corpus,
     write_error_file,
 )
+from zipformer_pc.modes import MODE_IDS
 from zipformer_pc.text import parse_punct_args
 from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_transcripts
 
@@ -54,6 +61,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--punct-map", default=None, help="Marks mapped to kept ones, e.g. '!>. ;>,' (default: none)"
     )
+    p.add_argument("--mode", choices=list(MODE_IDS), default=None,
+                   help="the output mode to score: the lines of that mode in the runtime's "
+                        "'id<TAB>mode<TAB>text' output and that reference of a cut manifest (needed for those)")
     p.add_argument("--significance-level", type=float, default=0.05)
     return p
 
@@ -63,8 +73,8 @@ def main() -> int:
     args = get_parser().parse_args()
     try:
         config = parse_punct_args(args.punct_keep, args.punct_map)
-        refs = read_transcripts(args.ref, "ref")
-        hyps = read_transcripts(args.hyp, "hyp")
+        refs = read_transcripts(args.ref, "ref", args.mode)
+        hyps = read_transcripts(args.hyp, "hyp", args.mode)
     except (TranscriptError, ValueError, OSError) as e:
         logging.error(str(e))
         return 2
@@ -81,7 +91,7 @@ def main() -> int:
     sig = None
     if args.compare:
         try:
-            hyps_b = read_transcripts(args.compare, "hyp")
+            hyps_b = read_transcripts(args.compare, "hyp", args.mode)
         except (TranscriptError, ValueError, OSError) as e:
             logging.error(str(e))
             return 2

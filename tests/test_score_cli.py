@@ -370,3 +370,52 @@ def test_non_utf8_compare_file_is_a_clear_error(tmp_path):
     assert r.returncode == 2
     assert str(bad) in r.stderr and "UTF-8" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_read_transcripts_runtime_output_by_mode(tmp_path):
+    """The runtime's --output lines (id, mode, text) are read one mode at a time, never as ids with text 'P ...'."""
+    p = write(tmp_path / "out.txt", "u1\tP\tHello, world.\nu1\tN\thello world\nu2\tP\tYes?\nu2\tN\tyes\n")
+    assert read_transcripts(str(p), "hyp", "P") == {"u1": "Hello, world.", "u2": "Yes?"}
+    assert read_transcripts(str(p), "ref", "N") == {"u1": "hello world", "u2": "yes"}
+    with pytest.raises(TranscriptError, match=r"modes N P: choose the mode to score \(--mode\)"):
+        read_transcripts(str(p), "hyp")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        read_transcripts(str(p), "hyp", "X")
+    dup = write(tmp_path / "dup.txt", "u1\tP\tA.\nu1\tP\tB.\n")
+    with pytest.raises(TranscriptError, match=f"{dup}:2: duplicate"):
+        read_transcripts(str(dup), "hyp", "P")
+
+
+def _cut_manifest(path, texts):
+    """A lhotse cut manifest: cut id -> (N text, P text or None)."""
+    from lhotse import CutSet, MonoCut, Recording, SupervisionSegment
+    from lhotse.audio import AudioSource
+
+    cuts = []
+    for cid, (n, p) in texts.items():
+        rec = Recording(id=cid, sources=[AudioSource(type="file", channels=[0], source="/nowhere.wav")],
+                        sampling_rate=16000, num_samples=16000, duration=1.0)
+        sup = SupervisionSegment(id=cid, recording_id=cid, start=0.0, duration=1.0, text=n,
+                                 custom={"text_p": p} if p is not None else None)
+        cuts.append(MonoCut(id=cid, start=0.0, duration=1.0, channel=0, supervisions=[sup], recording=rec))
+    CutSet.from_cuts(cuts).to_file(path)
+    return path
+
+
+def test_score_cli_reads_a_cut_manifests_references(tmp_path):
+    """A cut manifest as REF: --mode picks N (``text``) or P (``custom["text_p"]``); cuts without P
+    are counted and left out of P's scores; the runtime's output as HYP."""
+    ref = _cut_manifest(tmp_path / "cuts.jsonl.gz", {"c1": ("hello there world", "Hello there, world."),
+                                                      "c2": ("good day", None)})
+    hyp = write(tmp_path / "out.txt", "c1\tP\tHello there world.\nc1\tN\thello there word\n"
+                                      "c2\tP\tGood day.\nc2\tN\tgood day\n")
+    r = run_score("--ref", ref, "--hyp", hyp, "--mode", "P", "--json")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    assert p["num_utts"] == 1 and p["wer"] == 0.0 and p["per_marks"][","]["D"] == 1
+    assert "1 of 2 cuts have no P reference" in r.stderr
+    r = run_score("--ref", ref, "--hyp", hyp, "--mode", "N", "--json")
+    n = json.loads(r.stdout)
+    assert n["num_utts"] == 2 and n["counts"]["N_np_nc"] == 5 and n["wer"] == pytest.approx(20.0)
+    r = run_score("--ref", ref, "--hyp", hyp)
+    assert r.returncode == 2 and "choose one (--mode)" in r.stderr

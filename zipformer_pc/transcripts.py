@@ -1,11 +1,17 @@
 """Reading and writing transcript files.
 
-Two layouts are read:
+Four layouts are read:
 
 * ``utt_id<TAB>text`` (or Kaldi's ``utt_id text``), one utterance a line; a
   line holding only an id is an empty transcript;
 * icefall's ``recogs-*.txt``: pairs of lines ``utt_id:<TAB>ref=[...]`` and
-  ``utt_id:<TAB>hyp=[...]`` whose lists are Python string lists.
+  ``utt_id:<TAB>hyp=[...]`` whose lists are Python string lists;
+* the runtime's ``--output``: ``utt_id<TAB>mode<TAB>text`` lines (every
+  line's second field a mode name, P or N), read for one ``mode``;
+* lhotse cut manifests (``*.jsonl.gz`` / ``*.jsonl``): the ``mode``
+  reference of each cut (its supervisions' texts joined; N: ``text``, P:
+  ``custom["text_p"]``, :mod:`zipformer_pc.data.references`); cuts without
+  a P reference are skipped and counted in the log.
 
 Errors name the file and line; nothing is silently dropped.
 """
@@ -14,7 +20,9 @@ import ast
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
+
+from zipformer_pc.modes import MODE_IDS
 
 _RECOGS_RE = re.compile(r"^(\S+):\t(ref|hyp)=(\[.*\])\s*$")
 
@@ -23,20 +31,28 @@ class TranscriptError(ValueError):
     pass
 
 
-def read_transcripts(path: str, side: str = "ref") -> Dict[str, str]:
+def read_transcripts(path: str, side: str = "ref", mode: Optional[str] = None) -> Dict[str, str]:
     """Read a transcript file into ``{utt_id: text}`` (insertion-ordered).
 
     ``side`` selects the ``ref=`` or ``hyp=`` lines of an icefall recogs
-    file; it is ignored for plain ``utt_id<TAB>text`` files.
+    file; it is ignored for plain ``utt_id<TAB>text`` files.  ``mode`` (P or
+    N) selects the lines of a runtime output file and the reference of a cut
+    manifest; those two layouts need it.
     """
     if side not in ("ref", "hyp"):
         raise ValueError(f"side must be 'ref' or 'hyp', not {side!r}")
+    if mode is not None and mode not in MODE_IDS:
+        raise ValueError(f"mode must be one of {' '.join(MODE_IDS)}, not {mode!r}")
+    if str(path).endswith((".jsonl.gz", ".jsonl")):
+        return _read_cut_references(path, mode)
     out: Dict[str, str] = {}
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except UnicodeDecodeError as e:
         raise TranscriptError(f"{path}: not UTF-8 text (byte offset {e.start}): {e.reason}") from None
+    if _is_mode_output(lines):
+        return _read_mode_lines(path, lines, mode)
     is_recogs = any(_RECOGS_RE.match(ln) for ln in lines[:10] if ln.strip())
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -69,6 +85,57 @@ def read_transcripts(path: str, side: str = "ref") -> Dict[str, str]:
         if utt_id in out:
             raise TranscriptError(f"{path}:{lineno}: duplicate utterance id {utt_id!r}")
         out[utt_id] = text.strip()
+    return out
+
+
+def _is_mode_output(lines: List[str]) -> bool:
+    """Whether every non-empty line is ``id<TAB>mode<TAB>text`` (the runtime's ``--output``)."""
+    rows = [ln.split("\t", 2) for ln in lines if ln.strip()]
+    return bool(rows) and all(len(r) == 3 and r[1] in MODE_IDS for r in rows)
+
+
+def _read_mode_lines(path: str, lines: List[str], mode: Optional[str]) -> Dict[str, str]:
+    if mode is None:
+        found = sorted({ln.split("\t", 2)[1] for ln in lines if ln.strip()})
+        raise TranscriptError(f"{path}: the runtime's 'id<TAB>mode<TAB>text' lines of modes {' '.join(found)}: "
+                              "choose the mode to score (--mode)")
+    out: Dict[str, str] = {}
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        utt_id, m, text = line.split("\t", 2)
+        if m != mode:
+            continue
+        if utt_id in out:
+            raise TranscriptError(f"{path}:{lineno}: duplicate utterance id {utt_id!r} for mode {mode}")
+        out[utt_id] = text.strip()
+    return out
+
+
+def _read_cut_references(path: str, mode: Optional[str]) -> Dict[str, str]:
+    """The ``mode`` references of the cuts of a lhotse manifest."""
+    from lhotse import load_manifest_lazy
+
+    from zipformer_pc.data.references import get_n, get_p
+
+    if mode is None:
+        raise TranscriptError(f"{path}: a cut manifest holds P and N references: choose one (--mode)")
+    out: Dict[str, str] = {}
+    no_p = 0
+    try:
+        cuts = list(load_manifest_lazy(path))
+    except Exception as e:  # lhotse raises several kinds for a file that is not a manifest
+        raise TranscriptError(f"{path}: not a readable lhotse cut manifest: {e}") from None
+    for cut in cuts:
+        texts = [get_p(s) if mode == "P" else get_n(s) for s in cut.supervisions]
+        if mode == "P" and (not texts or any(t is None for t in texts)):
+            no_p += 1
+            continue
+        if cut.id in out:
+            raise TranscriptError(f"{path}: duplicate cut id {cut.id!r}")
+        out[cut.id] = " ".join(t for t in texts if t).strip()
+    if no_p:
+        logging.info(f"{path}: {no_p} of {len(cuts)} cuts have no P reference and are not scored")
     return out
 
 
