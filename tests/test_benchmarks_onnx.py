@@ -1,5 +1,6 @@
 """scoring/measure_rtf.py (streaming RTF + scores of exported models, cascade
-included) and benchmarks/sherpa_vs_ours.py, on tiny random models and cuts."""
+included), benchmarks/sherpa_vs_ours.py and benchmarks/search_grid.py, on tiny
+random models and cuts."""
 
 import json
 import sys
@@ -15,6 +16,7 @@ for _p in (ROOT / "scoring", ROOT / "benchmarks"):
         sys.path.insert(0, str(_p))
 
 import measure_rtf  # noqa: E402
+import search_grid  # noqa: E402
 import sherpa_vs_ours  # noqa: E402
 from zipformer_pc.metrics import score_corpus  # noqa: E402
 from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config  # noqa: E402
@@ -250,3 +252,28 @@ def test_sherpa_vs_ours_compares_each_sides_best_thread_setting(capsys):
     assert all(r["agree"] == {"P": 1, "N": 1} for r in runs)  # the thread count changes no text
     with pytest.raises(SystemExit, match="--threads"):
         sherpa_vs_ours.main(["--threads", "0"])
+
+
+def test_search_grid_scores_each_cell_as_the_recognizer_does(setup, capsys):
+    """One row per method x blank penalty, each with the scores of a recognizer built with those
+    options (so a penalty that does nothing, or a cell that reused another's settings, shows)."""
+    js = setup["dir"] / "grid.json"
+    rows = search_grid.main(["--model-dir", str(setup["cond"]), "--cuts", str(setup["cuts"]), "--blank-penalties",
+                             "0,3", "--output-json", str(js)])
+    assert [(r["decoding_method"], r["blank_penalty"]) for r in rows] == [
+        (m, b) for m in ("greedy_search", "modified_beam_search") for b in (0.0, 3.0)]
+    assert json.loads(js.read_text())["rows"] == rows
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("| search | blank penalty | WER (N) |") and len(out) == 3 + len(rows)
+    assert out[3].startswith("| greedy | 0 |") and out[-1].startswith("| beam 4 | 3 |")
+    for r in rows:
+        rec = StreamingRecognizer(find_model_files(setup["cond"]), decoding_method=r["decoding_method"],
+                                  blank_penalty=r["blank_penalty"])
+        want = _direct_scores([rec.recognize(x, 16000) for x in setup["audio"]])
+        assert {k: r[k] for k in want} == pytest.approx(want), r
+        assert r["utts"] == 3 and r["rtf"] > 0
+    assert rows[0]["wer"] != rows[1]["wer"]  # the penalty changes what greedy search writes
+    with pytest.raises(SystemExit, match="--decoding-methods"):
+        search_grid.main(["--model-dir", str(setup["cond"]), "--cuts", str(setup["cuts"]), "--decoding-methods", "beam"])
+    with pytest.raises(SystemExit, match="--blank-penalties"):
+        search_grid.main(["--model-dir", str(setup["cond"]), "--cuts", str(setup["cuts"]), "--blank-penalties", "nan"])
