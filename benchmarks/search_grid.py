@@ -19,6 +19,8 @@ Picks nothing and asserts nothing: read the table on ``dev``, then confirm on
 
 import argparse
 import copy
+import dataclasses
+import functools
 import json
 import logging
 import sys
@@ -67,19 +69,10 @@ def parse_grid(args) -> List[Dict[str, object]]:
     return [{"decoding_method": m, "blank_penalty": b} for m in methods for b in penalties]
 
 
-def cached(utts: List[utterances.Utterance]) -> List[utterances.Utterance]:
-    """The utterances with their audio read now (counted, logged skips for audio that cannot be read)."""
-    out = []
-    for u in utts:
-        try:
-            audio = u.load()
-        except (ValueError, OSError) as e:
-            logging.warning("skipping %s: %s", u.uid, e)
-            continue
-        out.append(utterances.Utterance(u.uid, lambda a=audio: a, u.speaker, u.ref_n, u.ref_p))
-    if len(out) < len(utts):
-        logging.warning("%d of %d utterances skipped (audio not readable)", len(utts) - len(out), len(utts))
-    return out
+def read_once(utts: List[utterances.Utterance]) -> List[utterances.Utterance]:
+    """The utterances with loads that read each audio once, on first use (audio that cannot be
+    read is a counted, logged skip of :func:`utterances.decode` in every cell)."""
+    return [dataclasses.replace(u, load=functools.lru_cache(maxsize=None)(u.load)) for u in utts]
 
 
 def row(cell: Dict[str, object], scores: Dict[str, dict], rtf: float) -> Dict[str, object]:
@@ -104,7 +97,7 @@ def main(argv=None) -> List[Dict[str, object]]:
     args = get_parser().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s [search_grid] %(message)s", level=logging.INFO)
     grid = parse_grid(args)
-    utts = cached(utterances.from_cuts(args.cuts, args.max_utts))
+    utts = read_once(utterances.from_cuts(args.cuts, args.max_utts))
     if not utts:
         raise SystemExit(f"{args.cuts}: no utterance to decode")
     rows = []

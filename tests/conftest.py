@@ -191,6 +191,20 @@ def speech_like(seconds: float, seed: int, rate: int = 16000):
     return x
 
 
+def write_text_cuts(path: Path, rows) -> Path:
+    """A cut manifest without audio: one cut per ``(cut id, N text, P text or None)``, the P text
+    (when given) in ``custom["text_p"]``."""
+    from lhotse import CutSet, MonoCut, SupervisionSegment
+
+    cuts = []
+    for cid, n, p in rows:
+        sup = SupervisionSegment(id=cid, recording_id=cid, start=0, duration=1, text=n,
+                                 custom={"text_p": p} if p is not None else None)
+        cuts.append(MonoCut(id=cid, start=0, duration=1, channel=0, supervisions=[sup]))
+    CutSet.from_cuts(cuts).to_file(path)
+    return path
+
+
 def write_wav(path: Path, samples, rate: int = 16000, channels: int = 1) -> None:
     """16-bit PCM wav of float ``samples`` in [-1, 1]: (T,) written to every channel, or (T, channels)."""
     import wave

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import scripted_search
+from conftest import scripted_search, write_text_cuts
 from zipformer_pc.questions import (FILE_NAME, QuestionModel, decision_counts, features, sentences, train,
                                     tune_threshold)
 from zipformer_pc.text import normalized
@@ -153,15 +153,7 @@ def test_the_runtime_shows_question_marks_in_text_words_and_tokens(scripted_mode
 
 def write_cuts(path, texts):
     """A cut manifest whose supervisions carry the P references ``texts`` (None: N only)."""
-    from lhotse import CutSet, MonoCut, SupervisionSegment
-
-    cuts = []
-    for cid, p in texts:
-        custom = {"text_p": p} if p is not None else None
-        sup = SupervisionSegment(id=cid, recording_id=cid, start=0, duration=1, text=normalized(p or "x"),
-                                 custom=custom)
-        cuts.append(MonoCut(id=cid, start=0, duration=1, channel=0, supervisions=[sup]))
-    CutSet.from_cuts(cuts).to_file(path)
+    write_text_cuts(path, [(cid, normalized(p or "x"), p) for cid, p in texts])
 
 
 def test_train_questions_script_reads_each_utterance_once_and_tunes_on_dev(tmp_path, caplog):

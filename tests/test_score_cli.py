@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_text_cuts
 from zipformer_pc.transcripts import (
     TranscriptError,
     pair_transcripts,
@@ -386,27 +387,11 @@ def test_read_transcripts_runtime_output_by_mode(tmp_path):
         read_transcripts(str(dup), "hyp", "P")
 
 
-def _cut_manifest(path, texts):
-    """A lhotse cut manifest: cut id -> (N text, P text or None)."""
-    from lhotse import CutSet, MonoCut, Recording, SupervisionSegment
-    from lhotse.audio import AudioSource
-
-    cuts = []
-    for cid, (n, p) in texts.items():
-        rec = Recording(id=cid, sources=[AudioSource(type="file", channels=[0], source="/nowhere.wav")],
-                        sampling_rate=16000, num_samples=16000, duration=1.0)
-        sup = SupervisionSegment(id=cid, recording_id=cid, start=0.0, duration=1.0, text=n,
-                                 custom={"text_p": p} if p is not None else None)
-        cuts.append(MonoCut(id=cid, start=0.0, duration=1.0, channel=0, supervisions=[sup], recording=rec))
-    CutSet.from_cuts(cuts).to_file(path)
-    return path
-
-
 def test_score_cli_reads_a_cut_manifests_references(tmp_path):
     """A cut manifest as REF: --mode picks N (``text``) or P (``custom["text_p"]``); cuts without P
     are counted and left out of P's scores; the runtime's output as HYP."""
-    ref = _cut_manifest(tmp_path / "cuts.jsonl.gz", {"c1": ("hello there world", "Hello there, world."),
-                                                      "c2": ("good day", None)})
+    ref = write_text_cuts(tmp_path / "cuts.jsonl.gz", [("c1", "hello there world", "Hello there, world."),
+                                                       ("c2", "good day", None)])
     hyp = write(tmp_path / "out.txt", "c1\tP\tHello there world.\nc1\tN\thello there word\n"
                                       "c2\tP\tGood day.\nc2\tN\tgood day\n")
     r = run_score("--ref", ref, "--hyp", hyp, "--mode", "P", "--json")

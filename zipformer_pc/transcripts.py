@@ -116,7 +116,7 @@ def _read_cut_references(path: str, mode: Optional[str]) -> Dict[str, str]:
     """The ``mode`` references of the cuts of a lhotse manifest."""
     from lhotse import load_manifest_lazy
 
-    from zipformer_pc.data.references import get_n, get_p
+    from zipformer_pc.data.references import get_n, get_p, has_p
 
     if mode is None:
         raise TranscriptError(f"{path}: a cut manifest holds P and N references: choose one (--mode)")
@@ -127,10 +127,10 @@ def _read_cut_references(path: str, mode: Optional[str]) -> Dict[str, str]:
     except Exception as e:  # lhotse raises several kinds for a file that is not a manifest
         raise TranscriptError(f"{path}: not a readable lhotse cut manifest: {e}") from None
     for cut in cuts:
-        texts = [get_p(s) if mode == "P" else get_n(s) for s in cut.supervisions]
-        if mode == "P" and (not texts or any(t is None for t in texts)):
+        if mode == "P" and not has_p(cut):
             no_p += 1
             continue
+        texts = [get_p(s) if mode == "P" else get_n(s) for s in cut.supervisions]
         if cut.id in out:
             raise TranscriptError(f"{path}: duplicate cut id {cut.id!r}")
         out[cut.id] = " ".join(t for t in texts if t).strip()
