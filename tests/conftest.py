@@ -191,17 +191,20 @@ def speech_like(seconds: float, seed: int, rate: int = 16000):
     return x
 
 
-def write_text_cuts(path: Path, rows) -> Path:
-    """A cut manifest without audio: one cut per ``(cut id, N text, P text or None)``, the P text
-    (when given) in ``custom["text_p"]``."""
-    from lhotse import CutSet, MonoCut, SupervisionSegment
+def text_cut(cid: str, n: str, custom=None):
+    """A one-second cut without audio, its supervision (same id) reading ``n``, with ``custom``."""
+    from lhotse import MonoCut, SupervisionSegment
 
-    cuts = []
-    for cid, n, p in rows:
-        sup = SupervisionSegment(id=cid, recording_id=cid, start=0, duration=1, text=n,
-                                 custom={"text_p": p} if p is not None else None)
-        cuts.append(MonoCut(id=cid, start=0, duration=1, channel=0, supervisions=[sup]))
-    CutSet.from_cuts(cuts).to_file(path)
+    sup = SupervisionSegment(id=cid, recording_id=cid, start=0, duration=1, text=n, custom=custom)
+    return MonoCut(id=cid, start=0, duration=1, channel=0, supervisions=[sup])
+
+
+def write_text_cuts(path: Path, rows) -> Path:
+    """A cut manifest without audio: one :func:`text_cut` per ``(cut id, N text, P text or None)``,
+    the P text (when given) in ``custom["text_p"]``."""
+    from lhotse import CutSet
+
+    CutSet.from_cuts(text_cut(cid, n, {"text_p": p} if p is not None else None) for cid, n, p in rows).to_file(path)
     return path
 
 

@@ -11,7 +11,7 @@ import re
 import shutil
 
 import pytest
-from conftest import local_module
+from conftest import local_module, text_cut
 
 from zipformer_pc.data.references import (
     P_KEY,
@@ -362,11 +362,7 @@ def test_subset_name(f, name):
 
 
 def _cut(custom, text="well said he"):
-    from lhotse import SupervisionSegment
-    from lhotse.cut import MonoCut
-
-    sup = SupervisionSegment(id="u1", recording_id="u1", start=0.0, duration=1.0, text=text, custom=custom)
-    return MonoCut(id="u1", start=0.0, duration=1.0, channel=0, supervisions=[sup])
+    return text_cut("u1", text, custom)
 
 
 def test_reference_fields_from_p_only():

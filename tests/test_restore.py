@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import text_cut
 
 from zipformer_pc.data.references import AUTO_PUNCT_KEY, P_KEY
 from zipformer_pc.restoration.apply import cascade_restore
@@ -276,15 +277,11 @@ def test_onnx_check_fails_loudly(exported):
 
 
 def _write_cuts(path: Path) -> None:
-    from lhotse import CutSet, MonoCut, SupervisionSegment
+    from lhotse import CutSet
 
     texts = [("Who saw Emma?", "who saw emma"), (None, "then she said it"), ("Hi.", ""), ("Then so.", "then so")]
-    cuts = []
-    for i, (p, n) in enumerate(texts):
-        custom = {P_KEY: p, "source": "x"} if p else None
-        sup = SupervisionSegment(id=f"s{i}", recording_id=f"r{i}", start=0, duration=1.0, text=n, custom=custom)
-        cuts.append(MonoCut(id=f"c{i}", start=0, duration=1.0, channel=0, supervisions=[sup]))
-    CutSet.from_cuts(cuts).to_file(path)
+    CutSet.from_cuts(text_cut(f"c{i}", n, {P_KEY: p, "source": "x"} if p else None)
+                     for i, (p, n) in enumerate(texts)).to_file(path)
 
 
 def _run(*args, **kw):
