@@ -158,10 +158,11 @@ def compare(files: Dict[str, Path], audio: Sequence[np.ndarray], args: argparse.
     """Best-of-``repeats`` seconds of every run on one precision's files, ``threads``
     intra-op threads: sherpa-onnx gives them to every session, ours to the encoder's
     (its decoder and joiner sessions keep one).  Ours shows P as searched
-    (no question model), as sherpa-onnx does, so the texts can match."""
-    both = StreamingRecognizer(files, num_threads=threads, questions=False)
+    (no question model) and no blank penalty, as sherpa-onnx does by default, so the texts can match."""
+    both = StreamingRecognizer(files, num_threads=threads, questions=False, blank_penalty=0.0)
     modes = list(both.search_modes)
-    ours = {m: StreamingRecognizer(files, num_threads=threads, modes=[m], questions=False) for m in modes}
+    ours = {m: StreamingRecognizer(files, num_threads=threads, modes=[m], questions=False, blank_penalty=0.0)
+            for m in modes}
     sherpa = {m: sherpa_recognizer(files, m, both.meta, threads) for m in modes}
     runs = [(f"sherpa-{m}", m) for m in modes] + [(f"ours-{m}", m) for m in modes]
     if len(modes) > 1:

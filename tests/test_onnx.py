@@ -19,6 +19,7 @@ from zipformer_pc.decoding.decode import encode_utterances
 from zipformer_pc.features import TAIL_SILENCE_FRAMES, knf_fbank, tail_padded_frames
 from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
 from zipformer_pc.modes import MODE_N, MODE_P
+from zipformer_pc.options import DEFAULT_BLANK_PENALTY
 from zipformer_pc.export.onnx_export import check_export, export_model
 from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
 
@@ -149,14 +150,14 @@ def test_export_check_catches_a_wrong_export(tmp_path, tokens_file):
         check_export(model, files, CHUNK, LEFT)
 
 
-def sherpa_greedy_recognizer(files, mode: str):
+def sherpa_greedy_recognizer(files, mode: str, blank_penalty: float = 0.0):
     """sherpa-onnx's streaming greedy search on an exported set, one mode."""
     import sherpa_onnx
 
     return sherpa_onnx.OnlineRecognizer.from_transducer(
         tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),
         joiner=str(files[f"joiner-{mode}"]), num_threads=1, sample_rate=16000, feature_dim=80,
-        decoding_method="greedy_search")
+        decoding_method="greedy_search", blank_penalty=blank_penalty)
 
 
 def sherpa_text(sherpa, rec: StreamingRecognizer, x: np.ndarray) -> str:
@@ -186,7 +187,7 @@ def test_a_front_end_of_64_channels_streams_in_onnxruntime_and_sherpa_onnx(tmp_p
     rec = StreamingRecognizer(find_model_files(tmp_path))
     ours = rec.recognize(x, 16000)["N"]
     assert len(ours.split()) > 5
-    assert ours == sherpa_text(sherpa_greedy_recognizer(files, "N"), rec, x)
+    assert ours == sherpa_text(sherpa_greedy_recognizer(files, "N", rec.blank_penalty), rec, x)
 
 
 def test_export_refuses_a_non_causal_model_and_bad_chunks(tmp_path, tokens_file):
@@ -292,7 +293,7 @@ def test_export_cli_writes_a_checked_sherpa_onnx_set(trained_tiny_model, tiny_co
 
 @torch.no_grad()
 def recipe_decoding(model, samples: np.ndarray, streaming: bool, method: str = "greedy_search",
-                    blank_penalty: float = 0.0):
+                    blank_penalty: float = DEFAULT_BLANK_PENALTY):
     """PyTorch reference: what ``zipformer_pc.decoding.decode`` does with an
     utterance (the features of the audio alone, its tail silence added by
     ``encode_utterances``, chunked attention in one call or chunk by chunk),
@@ -397,7 +398,7 @@ def test_sherpa_onnx_gives_the_same_text(exported, test_audio, mode, int8):
     out, _ = exported
     files = find_model_files(out, int8=int8)
     rec = StreamingRecognizer(files)
-    sherpa = sherpa_greedy_recognizer(files, mode)
+    sherpa = sherpa_greedy_recognizer(files, mode, rec.blank_penalty)
     nonempty = 0
     for uid, x in test_audio:
         # Streams start with silence: the synthetic utterances start abruptly at
@@ -563,5 +564,5 @@ def test_blank_penalty_lets_out_tokens_that_blank_beats(tmp_path, tokens_file, m
         assert none[m].tokens == [] and len(plain[m].tokens) <= len(frames)
     p = argparse.ArgumentParser()
     add_search_options(p)
-    assert search_kwargs(p.parse_args([]), tmp_path)["blank_penalty"] == 0.0
+    assert search_kwargs(p.parse_args([]), tmp_path)["blank_penalty"] == DEFAULT_BLANK_PENALTY == 1.0
     assert search_kwargs(p.parse_args(["--blank-penalty", "1.5"]), tmp_path)["blank_penalty"] == 1.5

@@ -159,7 +159,7 @@ def _sherpa_result(files, rec, x, mode: str, method: str):
     sherpa = sherpa_onnx.OnlineRecognizer.from_transducer(
         tokens=str(files["tokens"]), encoder=str(files["encoder"]), decoder=str(files[f"decoder-{mode}"]),
         joiner=str(files[f"joiner-{mode}"]), num_threads=1, sample_rate=rec.sample_rate, feature_dim=80,
-        decoding_method=method, max_active_paths=4)
+        decoding_method=method, max_active_paths=4, blank_penalty=rec.blank_penalty)
     st = sherpa.create_stream()
     st.accept_waveform(rec.sample_rate, x)
     # our tail padding, plus the frame sherpa-onnx waits for before a chunk

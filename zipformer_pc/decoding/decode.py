@@ -17,8 +17,8 @@ Usage:
   python -m zipformer_pc.decoding.decode --exp-dir egs/synth/exp/norm ... --restore-model data/synth/restore/p1/restore.onnx
   # P's question sentences end with ? (the question model of local/train_questions.py, as the runtime's)
   python -m zipformer_pc.decoding.decode ... --questions exp/onnx/questions.json.gz
-  # blank's logit lowered by 1.0 before each search step (the runtime's --blank-penalty)
-  python -m zipformer_pc.decoding.decode ... --blank-penalty 1.0
+  # blank's logit lowered by 1.5 before each search step (the runtime's --blank-penalty; default 1.0)
+  python -m zipformer_pc.decoding.decode ... --blank-penalty 1.5
 
 Output modes: N and P from ``two-decoder`` (each head) and ``conditioned``
 (each mode); P from ``punct`` with N derived by the shared normalization;
@@ -55,7 +55,7 @@ from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
     parse_modes, rules, search_mode_for
-from zipformer_pc.options import add_blank_penalty_option, check_blank_penalty, str2bool
+from zipformer_pc.options import DEFAULT_BLANK_PENALTY, add_blank_penalty_option, check_blank_penalty, str2bool
 from zipformer_pc.questions import QuestionModel
 from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS
 
@@ -299,7 +299,7 @@ def main() -> None:
             suffix += f"-lm-{args.lm_scale:g}-bonus-{args.lm_token_bonus:g}"
     elif args.max_sym_per_frame != 1:
         suffix += f"-max-sym-{args.max_sym_per_frame}"
-    if args.blank_penalty:
+    if args.blank_penalty != DEFAULT_BLANK_PENALTY:  # every summary records the penalty
         suffix += f"-blank-penalty-{args.blank_penalty:g}"
     if args.chunk_size > 0:
         suffix += f"-chunk-{args.chunk_size}-left-{args.left_context_frames}"
@@ -335,7 +335,7 @@ def main() -> None:
             score = score_corpus(pairs)
             summ = score.summary()
             summ.update({"rtf": rtf, "test_set": name, "mode": tag, "model_type": model_name, "checkpoint": model.desc,
-                         "averaged": model.averaged})
+                         "averaged": model.averaged, "blank_penalty": args.blank_penalty})
             if restorer is not None:
                 summ["restore_model"] = args.restore_model
             if questions is not None and m == MODE_P:
@@ -355,7 +355,8 @@ def main() -> None:
                 for k in ("punc_er", "case_er", "pc_wer", "per", "wer_c", "wer_pc"):
                     row[k] = None
             rows.append((name, row))
-    table = [f"Model: {model_name} ({args.exp_dir}, {model.desc}: {model.averaged}), {suffix}", "", markdown_header("test set")]
+    table = [f"Model: {model_name} ({args.exp_dir}, {model.desc}: {model.averaged}), {suffix}, "
+             f"blank penalty {args.blank_penalty:g}", "", markdown_header("test set")]
     table += [markdown_row(n, r) for n, r in rows]
     text = "\n".join(table) + "\n"
     (out_dir / f"results-{suffix}.md").write_text(text)

@@ -73,7 +73,7 @@ import onnxruntime as ort
 from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS, BoundLm, NgramLm, find_lm
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
-from zipformer_pc.options import add_blank_penalty_option, check_blank_penalty, str2bool
+from zipformer_pc.options import DEFAULT_BLANK_PENALTY, add_blank_penalty_option, check_blank_penalty, str2bool
 from zipformer_pc.questions import QuestionModel, find_questions
 from zipformer_pc.text import WORD_START
 from zipformer_pc.runtime.endpoint import EndpointConfig
@@ -174,7 +174,8 @@ class StreamingRecognizer:
       lm_scale, lm_token_bonus: shallow fusion of the ``lm-MODE`` files
         (``modified_beam_search`` only; 0: none).
       blank_penalty: subtracted from the blank logit of each joiner output
-        (both searches, every mode; 0: none).
+        (both searches, every mode; 0: none; the default is the command
+        lines' ``--blank-penalty``, chosen on dev).
       questions: whether P shows ``?`` where the ``questions`` file's model
         reads a question (when ``files`` has one).
     """
@@ -182,7 +183,7 @@ class StreamingRecognizer:
     def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None,
                  endpoint: Optional[EndpointConfig] = None, batch_encoder: Optional[bool] = None,
                  decoding_method: str = "greedy_search", beam: int = 4,
-                 lm_scale: float = 0.0, lm_token_bonus: float = 0.0, blank_penalty: float = 0.0,
+                 lm_scale: float = 0.0, lm_token_bonus: float = 0.0, blank_penalty: float = DEFAULT_BLANK_PENALTY,
                  questions: bool = True) -> None:
         if decoding_method not in DECODING_METHODS:
             raise ValueError(f"decoding_method must be one of {', '.join(DECODING_METHODS)}, not {decoding_method!r}")
