@@ -257,6 +257,7 @@ def runtime_section(exp: Path) -> List[str]:
     beam = next((r["search"] for run, _, r in runs if r["search"]["decoding_method"] == "modified_beam_search"), None)
     lms = (f" Beam search keeps {beam['beam']} paths and fuses `lm-P.arpa.gz` / `lm-N.arpa.gz` with `--lm-scale "
            f"{beam['lm_scale']:g} --lm-token-bonus {beam['lm_token_bonus']:g}`." if beam and beam.get("lms") else "")
+    lms += penalty_note({r["search"].get("blank_penalty") for _, _, r in runs})
     lines = ["The ONNX runtime as users run it (stage 4: `export/onnx_streaming.py --cuts ...`, fp32, streaming in "
              "0.1 s pieces; `questions.json.gz` on unless `--questions false`)." + lms, "",
              "| test set | search | LMs | question model | WER | PC-WER | PuncER | CaseER | PER | RTF (1 thread) |",
@@ -268,6 +269,14 @@ def runtime_section(exp: Path) -> List[str]:
                      f"{fmt(p.get('pc_wer'))} | {fmt(p.get('punc_er'))} | {fmt(p.get('case_er'))} | "
                      f"{fmt(p.get('per'))} | {r['rtf']:.3f} |")
     return lines + [""]
+
+
+def penalty_note(values) -> str:
+    """The blank penalty that produced a table's figures (its runs' ``blank_penalty``: all alike), or ''."""
+    values = {float(v) for v in values if v is not None}
+    if not values:
+        return ""
+    return " Blank penalty: " + " / ".join(f"`--blank-penalty {v:g}`" for v in sorted(values)) + "."
 
 
 def git_commit() -> str:
@@ -367,7 +376,9 @@ def main() -> None:
     lines += ["",
               "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", "",
               "Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decoding.decode`), on `test` (the "
-              "training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick).", ""]
+              "training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick)."
+              + penalty_note(summ.get("blank_penalty") for c in card.values() for key in ("metrics", "beam_metrics")
+                             for modes in c[key].values() for summ in modes.values()), ""]
     for name in ("norm", "conditioned"):
         lines += (kept[name].metrics if name in kept else metric_table(name, card[name]["metrics"])) + [""]
     beam = {name: kept[name].beam_metrics if name in kept else metric_table(name, card[name]["beam_metrics"])
