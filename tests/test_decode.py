@@ -49,10 +49,10 @@ def test_each_method_and_mode_writes_results(trained_tiny_model, tiny_corpus, me
         assert len(recogs) == 2 * 12 and recogs[0].split("\t")[1].startswith("ref=")
         assert list(out.glob(f"errs-test-{mode}-{method}-*.txt"))[0].read_text().startswith("%WER")
     assert list(out.glob(f"results-{method}-*.md"))
-    if penalty:  # the runtime's option; its effect is tested in test_onnx and test_model
-        assert list(out.glob(f"results-{method}-*-blank-penalty-1.5*.md"))
-    else:
+    if not penalty:
         assert not list(out.glob("*blank-penalty*")), list(out.glob("*blank-penalty*"))
+    else:  # the runtime's option; its effect is tested in test_onnx and test_model
+        assert list(out.glob(f"results-{method}-*-blank-penalty-1.5*.md"))
         r = subprocess.run([sys.executable, "-m", "zipformer_pc.decoding.decode", "--exp-dir", str(exp_dir),
                             "--epoch", str(epoch), "--bpe-model", "x", "--test-sets", "t=x", "--blank-penalty", "nan"],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
