@@ -29,8 +29,10 @@ MAX_CONNECTIONS, MAX_BYTES, IDLE = 4, 64000, 3.0
 
 @pytest.fixture(scope="module")
 def server(tiny_onnx_model):
+    # blank penalty 0: the fixture model, trained for seconds, emits on nearly every frame with the
+    # default 1.0, and no endpoint would fire (on both sides of the comparison)
     srv = ServerProcess(tiny_onnx_model, "--max-connections", str(MAX_CONNECTIONS), "--max-message-bytes",
-                        str(MAX_BYTES), "--idle-timeout", str(IDLE))
+                        str(MAX_BYTES), "--idle-timeout", str(IDLE), "--blank-penalty", "0")
     yield srv
     srv.stop()
 
@@ -38,7 +40,7 @@ def server(tiny_onnx_model):
 @pytest.fixture(scope="module")
 def offline(tiny_onnx_model):
     """The offline runtime with the server's endpoint rules: finals as the server words them."""
-    rec = StreamingRecognizer.from_dir(tiny_onnx_model, endpoint=EndpointConfig.from_options(
+    rec = StreamingRecognizer.from_dir(tiny_onnx_model, blank_penalty=0.0, endpoint=EndpointConfig.from_options(
         rule2_min_trailing_silence=RULE2))
 
     def finals(samples: np.ndarray, rate: int):
@@ -274,7 +276,7 @@ def test_the_page_and_its_scripts_are_served(server):
 
 @pytest.mark.slow
 def test_sigterm_finishes_open_streams_then_exits(tiny_onnx_model, offline):
-    srv = ServerProcess(tiny_onnx_model)
+    srv = ServerProcess(tiny_onnx_model, "--blank-penalty", "0")  # as the offline fixture
     audio = [_utterance(3), _utterance(4, 44100)]
     rates = [16000, 44100]
     try:
