@@ -190,16 +190,19 @@ def load_outputs(exp_dir: Path, name: str, method: str, test: str, cascade: bool
     return Outputs(triples, ", ".join(sources))
 
 
-def decoded_weights(exp_dir: Path, name: str, method: str, test: str, checkpoint: Optional[str]) -> Optional[str]:
-    """What decoding averaged (``averaged`` of its wer-summary file), e.g. batches 121..240."""
+def decoded_summary(exp_dir: Path, name: str, method: str, test: str, checkpoint: Optional[str]) -> Optional[dict]:
+    """The newest ``wer-summary`` file of the decoded weights ``checkpoint`` (P first): what decoding
+    averaged (``averaged``, e.g. batches 121..240) and how it searched (``blank_penalty``, ...)."""
     for mode in ("P", "N"):
         cands = [p for p in (exp_dir / name / method).glob(f"wer-summary-{test}-{mode}-*.json")
                  if checkpoint is None or f"-{checkpoint}-" in p.name]
         for path in sorted(cands, key=lambda p: p.stat().st_mtime, reverse=True):
             try:
-                return str(json.loads(path.read_text())["averaged"])
-            except (OSError, ValueError, KeyError):
+                summ = json.loads(path.read_text())
+            except (OSError, ValueError):
                 continue
+            if isinstance(summ, dict):
+                return summ
     return None
 
 
@@ -433,12 +436,16 @@ def main() -> None:
     w("")
     training = args.training or (f"trained from scratch for {args.num_epochs} epoch(s) of at most "
                                  f"{args.max_duration} s batches")
-    averaged = decoded_weights(args.exp_dir, REFERENCE, method, test_sets[0][0], checkpoint)
+    summ = decoded_summary(args.exp_dir, REFERENCE, method, test_sets[0][0], checkpoint) or {}
+    averaged = summ.get("averaged")
+    penalty = summ.get("blank_penalty")  # summaries written before decode.py recorded it have none
+    penalty = "" if penalty is None else (", no blank penalty" if float(penalty) == 0 else
+                                          f", blank penalty {float(penalty):g}")
     seeds = (f"seeds {args.seed}..{args.seed + args.num_seeds - 1} for the Table III systems (cond_p among them), "
              f"{args.seed} for the others" if args.num_seeds > 1 else f"seed {args.seed}")
     w(f"Every model: streaming Zipformer transducer, encoder `{args.encoder}`, {training}, {seeds}; decoded "
       f"with the weights `{checkpoint or 'newest'}`"
-      + (f" ({REFERENCE}: {averaged})" if averaged else "") + f", {method.replace('_', ' ')}, simulated streaming "
+      + (f" ({REFERENCE}: {averaged})" if averaged else "") + f", {method.replace('_', ' ')}{penalty}, simulated streaming "
       "(chunk 32 frames, left context 128 frames: what the exported streaming model computes). WER comes from "
       "the N output, PuncER / CaseER / PC-WER / PER / WER-C / WER-PC from the P output (metrics: "
       "`zipformer_pc.metrics`, as defined in the README). `*`: significantly different from the table's "

@@ -280,3 +280,24 @@ def test_the_restoration_model_on_reference_words_is_reported_under_its_test_set
     assert "`restore/p1`" in table1 and "PuncER 78.11, CaseER 22.89, PER 68.47" in table1
     assert "PuncER 82.06, CaseER 54.25, PER 74.39" in table2 and "78.11" not in table2
     assert "p0.2" not in md.split("## Table III")[0] and "unreadable" in r.stderr
+
+
+def test_the_header_names_what_decoding_averaged_and_its_blank_penalty(tmp_path):
+    exp, data = tmp_path / "exp", tmp_path / "data"
+    data.mkdir()
+    write_registry(exp, ["cond_p"])
+    fabricate(exp, "cond_p", "test", lambda r: r)
+    summary = exp / "cond_p" / "greedy_search" / "wer-summary-test-P-greedy_search-epoch-2-avg-1-chunk-32-left-128.json"
+    headers = {}
+    for penalty in (None, 0.0, 1.5):
+        if penalty is not None:
+            summary.write_text(json.dumps({"averaged": "mean of the weights after each of batches 7..12",
+                                           "blank_penalty": penalty, "wer": 0.0}))
+        r = run(exp, tmp_path / f"res{penalty}", data)
+        assert r.returncode == 0, r.stderr
+        md = (tmp_path / f"res{penalty}" / "RESULTS.md").read_text()
+        headers[penalty] = md[md.index("Every model:"):].split("\n")[0]
+    assert "greedy search, simulated streaming" in headers[None] and "(cond_p:" not in headers[None]
+    assert "(cond_p: mean of the weights after each of batches 7..12), greedy search, no blank penalty, " \
+        "simulated streaming" in headers[0.0]
+    assert "greedy search, blank penalty 1.5, simulated streaming" in headers[1.5]

@@ -65,6 +65,8 @@
 #   --master-port P               DDP port [12354]
 #   --decoding-methods LIST       [greedy_search,modified_beam_search]
 #   --beam-size N                 modified_beam_search beam [4]
+#   --blank-penalty B             decoding's blank penalty (decode.py --blank-penalty): 0 as the
+#                                 papers and icefall decode (the runtime's default is 1.0) [0]
 #   --chunk-size N --left-context-frames N   streaming decoding/export [32, 128]
 #   --decode-nj N                 decoding jobs side by side [4]
 #   --decode-threads N            torch threads per decoding job [4]
@@ -122,6 +124,7 @@ loss=pruned
 master_port=12354
 decoding_methods=greedy_search,modified_beam_search
 beam_size=4
+blank_penalty=0
 chunk_size=32
 left_context_frames=128
 decode_nj=4
@@ -264,7 +267,7 @@ if run_this 4; then
         [ -n "$variant" ] && extra+=(--restore-model "$restore_onnx")
         tag=$name${variant:+_$variant}
         marker=$exp/.done.decode-$method${variant:+-$variant}
-        want="epoch=$num_epochs avg=$avg chunk=$chunk_size left=$left_context_frames beam=$beam_size tests=$test_sets"
+        want="epoch=$num_epochs avg=$avg chunk=$chunk_size left=$left_context_frames beam=$beam_size blank-penalty=$blank_penalty tests=$test_sets"
         if done_as "$marker" "$want"; then
           log "  $tag ($method): already decoded"; continue
         fi
@@ -272,7 +275,8 @@ if run_this 4; then
         run_job "decoding of $tag ($method)" "$exp/decode-$method${variant:+-$variant}.log" "$marker" "$want" \
           python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
           --use-averaged-model true --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" \
-          --decoding-method "$method" --chunk-size "$chunk_size" --left-context-frames "$left_context_frames" \
+          --decoding-method "$method" --blank-penalty "$blank_penalty" \
+          --chunk-size "$chunk_size" --left-context-frames "$left_context_frames" \
           --max-duration "$decode_max_duration" --num-threads "$decode_threads" "${extra[@]}" $decode_extra
       done
     done

@@ -38,6 +38,8 @@
 #   --avg A                    decoding averages the weights over the last A of the 4 checkpoint
 #                              intervals of each run [2]
 #   --max-duration S           seconds of audio per training batch [60]
+#   --blank-penalty B          decoding's blank penalty (decode.py --blank-penalty) for the tables: 0 as
+#                              the papers and icefall decode (the runtime's default is 1.0) [0]
 #   --base-lr LR               peak learning rate [0.045]
 #   --num-seeds K              train the proportion systems (Table III and cond_p) with K seeds:
 #                              --seed, --seed+1, ...; the tables show mean +- std [1]
@@ -100,6 +102,7 @@ num_seeds=1
 encoder=tiny
 nj=2
 threads_per_job=1
+blank_penalty=0
 rtf_utts=""
 latency_chunks="16 32 64"
 latency_utts=""
@@ -283,7 +286,7 @@ if run_this 4; then
       for extra in "${variants[@]}"; do
         tag=$(run_name "$sd"); [ -n "$extra" ] && tag=${tag}_cascade
         marker=$exp/.done.decode${extra:+-cascade}
-        want="$checkpoint chunk=$chunk left=$left"
+        want="$checkpoint chunk=$chunk left=$left blank-penalty=$blank_penalty"
         if done_as "$marker" "$want"; then
           log "  $tag: already decoded"; continue
         fi
@@ -291,7 +294,8 @@ if run_this 4; then
         run_job "decoding of $tag" "$exp/decode${extra:+-cascade}.log" "$marker" "$want" \
           python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" "${weights[@]}" \
           --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
-          --chunk-size $chunk --left-context-frames $left --num-threads "$threads_per_job" $extra
+          --chunk-size $chunk --left-context-frames $left --blank-penalty "$blank_penalty" \
+          --num-threads "$threads_per_job" $extra
       done
     done
   done
