@@ -1,5 +1,6 @@
 """egs/synth/pretrain.sh end to end on the tiny corpus: norm, conditioned from norm, decode, export, publish."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,32 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "must include conditioned" in bad.stderr
     assert not (out.parent / (out.name + ".new")).exists()
+    # a run mixed with the weights it started from (zipformer_pc.training.interpolate) is published as the
+    # mix; its decoding results are the run's here (the same file names), since only the card is checked
+    wise, out_w = tmp_path / "wise", tmp_path / "pretrained_wise"
+    b = max(int(p.stem.split("-")[1]) for p in (exp / "conditioned").glob("checkpoint-*.pt"))
+    mix = subprocess.run(
+        [sys.executable, "-m", "zipformer_pc.training.interpolate", "--exp-dir", str(exp / "conditioned"),
+         "--iter", str(b), "--start", str(out / "conditioned.pt"), "--weight", "0.5",
+         "--out-dir", str(wise / "conditioned")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert mix.returncode == 0, mix.stderr[-3000:]
+    for f in (exp / "conditioned").iterdir():
+        if f.is_dir() and f.name not in ("log", "tensorboard"):
+            shutil.copytree(f, wise / "conditioned" / f.name)
+        elif f.name.startswith("runtime-"):
+            shutil.copy(f, wise / "conditioned" / f.name)
+    shutil.copytree(out, out_w)
+    pub = subprocess.run(
+        [sys.executable, "egs/synth/publish_pretrained.py", "--exp-dir", str(wise), "--data-dir", str(tiny_corpus),
+         "--out-dir", str(out_w), "--avg", "1", "--models", "conditioned"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert pub.returncode == 0, pub.stderr[-3000:]
+    card_w = (out_w / "MODEL_CARD.md").read_text()
+    assert f"weights: 0.5 x the run's iter-{b}-avg-1 (mean of the weights after each of batches" in card_w
+    assert "then mixed with the weights it started from (WiSE-FT), by `python -m zipformer_pc.training.interpolate" \
+        in card_w
+    assert card_w.count("* **norm**:") == 1 and torch.load(out_w / "conditioned.pt", weights_only=False)["averaged"] \
+        .startswith("0.5 x the run's")
     # the published weights seed a fine-tuning run
     ft = subprocess.run(
         [sys.executable, "-m", "zipformer_pc.training.train", "--exp-dir", str(tmp_path / "ft"), "--model-type", "punct",

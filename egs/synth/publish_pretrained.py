@@ -324,7 +324,8 @@ def main() -> None:
                       "params": sum(v.numel() for v in w["model"].values()),
                       "minutes": last.get("train_seconds", 0) / 60, "audio_hours": last.get("audio_seconds", 0) / 3600,
                       "metrics": metrics(exp, w["desc"]), "args": last.get("args", {}),
-                      "beam_metrics": metrics(exp, w["desc"], "modified_beam_search", required=False)}
+                      "beam_metrics": metrics(exp, w["desc"], "modified_beam_search", required=False),
+                      "interpolated": last.get("interpolated")}
     onnx_dir = args.exp_dir / "conditioned" / "onnx"
     onnx = sorted(onnx_dir.glob("*.onnx"))
     if not onnx:
@@ -371,6 +372,8 @@ def main() -> None:
                      f"2-core CPU (validation excluded), {c['audio_hours']:.1f} h of audio seen; "
                      f"weights: {c['how']} ({c['desc']}).")
         lines += training_story(args.exp_dir / name, c["args"])
+        if c.get("interpolated"):
+            lines.append(f"  then mixed with the weights it started from (WiSE-FT), by `{c['interpolated']['command']}`")
         lines.append("  " + start_note(name, init_source(args.exp_dir / name), old_text,
                                        published_from(out, name, args.exp_dir / name)))
     lines += ["",

@@ -18,7 +18,10 @@ the two running means: ``(avg_E * n_E - avg_{E-A} * n_{E-A}) / (n_E - n_{E-A})``
 with n the batches each covers; otherwise the A checkpoints' final weights
 are averaged.  ``--iter B --avg A`` does the same with ``checkpoint-*.pt``
 files.  Either way the batch range is logged, and weights that never saw an
-optimizer step are refused.
+optimizer step are refused.  A ``checkpoint-B.pt`` written by
+``zipformer_pc.training.interpolate`` (a fine-tuned run's weights mixed with
+its start, key ``interpolated``) is read alone, ``--iter B --avg 1``, and
+described as the mix it is.
 """
 
 import glob
@@ -260,6 +263,14 @@ def averaged_weights(
         first_b, last_b = batches[0], batches[-1]
         how = f"plain mean of the final weights of {', '.join(p.name for p in paths)} (batches {', '.join(map(str, batches))})"
         model_config = states[-1]["model_config"]
+        end = states[-1]
+    mix = end.get("interpolated")
+    if mix is not None:  # written by zipformer_pc.training.interpolate: it stands alone
+        if len(paths) != 1:
+            raise ValueError(f"{paths[-1]} holds interpolated weights (zipformer_pc.training.interpolate): "
+                             f"use it alone (--iter {iteration or '?'} --avg 1), not averaged with others")
+        how = mix["how"]
+        first_b, last_b = mix["batches"]
     logging.info(f"{desc}: {how} ({exp_dir})")
     return {"model": weights, "model_config": model_config, "desc": desc, "batches": (first_b, last_b),
             "how": how}

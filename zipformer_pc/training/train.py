@@ -482,7 +482,12 @@ def compute_validation_loss(model, valid_dl, args, loss_cfg, device) -> Dict[str
 def load_resume_checkpoint(exp_dir: Path, args) -> Optional[Dict[str, Any]]:
     """The checkpoint ``--start-batch`` / ``--start-epoch`` resume from, or None for a fresh start."""
     if args.start_batch > 0:
-        return load_checkpoint(exp_dir / f"checkpoint-{args.start_batch}.pt")
+        ckpt = load_checkpoint(exp_dir / f"checkpoint-{args.start_batch}.pt")
+        if "interpolated" in ckpt:
+            raise SystemExit(f"{exp_dir}/checkpoint-{args.start_batch}.pt holds interpolated weights and no "
+                             "optimizer state (zipformer_pc.training.interpolate): not a run to resume; "
+                             "start a new run from it with --init-from")
+        return ckpt
     if args.start_epoch > 1:
         return load_checkpoint(exp_dir / f"epoch-{args.start_epoch - 1}.pt")
     return None
