@@ -12,6 +12,10 @@
 #   bash egs/synth/pretrain.sh                                   # everything
 #   bash egs/synth/pretrain.sh --stage 1 --stop-stage 1 --norm-minutes 300
 #   bash egs/synth/pretrain.sh --stage 3 --publish true          # decode, export, copy into egs/synth/pretrained
+#   # a fine-tuned run mixed with the weights it started from (WiSE-FT), then stages 3-5 on the mix:
+#   python -m zipformer_pc.training.interpolate --exp-dir EXP/conditioned --iter B --avg 1 \
+#     --start egs/synth/pretrained/conditioned.pt --weight 0.7 --out-dir EXP_MIX/conditioned
+#   bash egs/synth/pretrain.sh --stage 3 --models conditioned --exp-dir EXP_MIX --avg 1 --publish true
 #
 # Options (defaults in brackets):
 #   --stage N --stop-stage M   stages to run [0 .. 5]

@@ -71,6 +71,8 @@ def interpolate(run: Dict[str, torch.Tensor], start: Dict[str, torch.Tensor], we
 def main(argv=None) -> None:
     args = get_parser().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s", level=logging.INFO)
+    if args.out_dir.resolve() == args.exp_dir.resolve():
+        raise SystemExit("--out-dir must not be the run's --exp-dir")
     try:
         w = averaged_weights(args.exp_dir, avg=args.avg, iteration=args.iter)
         start = load_checkpoint(args.start)
@@ -96,8 +98,6 @@ def main(argv=None) -> None:
     for k in ("batch_idx_train", "optimizer_steps", "train_seconds", "audio_seconds", "epoch"):
         if k in end:
             state[k] = end[k]
-    if args.out_dir.resolve() == args.exp_dir.resolve():
-        raise SystemExit("--out-dir must not be the run's --exp-dir")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     # an earlier mix written here is replaced; anything else (a training run's checkpoints) is kept and refused
     others = [p for p in batch_checkpoints(args.out_dir) if "interpolated" not in load_checkpoint(p)]
