@@ -9,7 +9,8 @@ P keeps LibriSpeech-PC's marks (`. , ?`) and drops the others, but the
 synthetic corpus's voices read the source text with its `;` and `:` and pause
 there.  For every mark of P (default `,`) that the hypothesis puts after a
 correctly recognised word where the P reference has none, this prints what
-the raw source (the cuts' ``custom["text_raw"]``) has after that word: a
+the raw source (the cuts' ``custom["text_raw"]``, read by
+``zipformer_pc.data.references``) has after that word: a
 dropped mark (`;`, `:`, ...) or nothing.  Words are matched on their
 normalized form (``zipformer_pc.text``); utterances whose raw and P words
 differ (e.g. a hyphen joined) are counted and left out.  ``--hyps``: any
@@ -20,8 +21,6 @@ runtime's ``--output``, decode.py's recogs, ``id<TAB>text``).
 import argparse
 import collections
 import difflib
-import gzip
-import json
 import re
 import sys
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Dict, List, Tuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from zipformer_pc.data.references import get_p, get_raw  # noqa: E402
 from zipformer_pc.text import normalized  # noqa: E402
 from zipformer_pc.transcripts import TranscriptError, read_transcripts  # noqa: E402
 
@@ -72,15 +72,15 @@ def raw_marks_at_insertions(p_ref: str, raw: str, hyp: str, mark: str) -> List[s
 
 
 def read_sources(cuts: Path) -> Dict[str, Tuple[str, str]]:
-    """cut id -> (P reference, raw source text), for cuts that have both."""
+    """cut id -> (P reference, raw source text), for single-supervision cuts that have both."""
+    from lhotse import load_manifest_lazy
+
     out = {}
-    with gzip.open(cuts, "rt") if str(cuts).endswith(".gz") else open(cuts) as f:
-        for line in f:
-            c = json.loads(line)
-            sup = (c.get("supervisions") or [{}])[0]
-            custom = sup.get("custom") or {}
-            if custom.get("text_p") and custom.get("text_raw"):
-                out[c["id"]] = (custom["text_p"], custom["text_raw"])
+    for c in load_manifest_lazy(cuts):
+        if len(c.supervisions) == 1:
+            p_ref, raw = get_p(c.supervisions[0]), get_raw(c.supervisions[0])
+            if p_ref and raw:
+                out[c.id] = (p_ref, raw)
     return out
 
 

@@ -1,8 +1,6 @@
 """benchmarks/mark_sources.py: where a system's inserted marks fall in the raw source text."""
 
-import json
-
-from conftest import benchmark_module
+from conftest import benchmark_module, text_cut
 
 ms = benchmark_module("mark_sources")
 
@@ -21,14 +19,15 @@ def test_inserted_commas_are_traced_to_the_raw_marks_p_dropped():
 
 
 def test_the_command_counts_over_a_manifest(tmp_path, capsys):
-    cuts = tmp_path / "cuts.jsonl"
+    from lhotse import CutSet
+
+    cuts = tmp_path / "cuts.jsonl.gz"
     rows = [("a", "He came and I am sure he stayed.", "He came; and I am sure: he stayed."),
             ("b", "Yes, she said.", "Yes, she said."),
-            ("c", "Oh it is you.", "Oh; it is you.")]
-    with open(cuts, "w") as f:
-        for cid, p, raw in rows:
-            f.write(json.dumps({"id": cid, "supervisions": [{"text": "", "custom": {"text_p": p, "text_raw": raw}}]})
-                    + "\n")
+            ("c", "Oh it is you.", "Oh; it is you."),
+            ("d", None, None)]  # no P reference (withheld by a proportion subset): not read
+    CutSet.from_cuts(text_cut(cid, "n", {"text_p": p, "text_raw": raw} if p else None)
+                     for cid, p, raw in rows).to_file(cuts)
     hyps = tmp_path / "out.tsv"
     hyps.write_text("a\tP\tHe came, and I am sure, he stayed.\na\tN\the came and i am sure he stayed\n"
                     "b\tP\tYes, she, said.\n")

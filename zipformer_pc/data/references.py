@@ -71,6 +71,11 @@ def get_p(sup, use_auto_punct: bool = False) -> Optional[str]:
     return custom.get(AUTO_PUNCT_KEY if use_auto_punct else P_KEY)
 
 
+def get_raw(sup) -> Optional[str]:
+    """The raw punctuated source of a supervision's P reference, or None."""
+    return (sup.custom or {}).get(RAW_KEY)
+
+
 _SPEED_SUFFIX = re.compile(r"_sp\d+(\.\d+)?$")
 
 
