@@ -438,9 +438,8 @@ def main() -> None:
                                  f"{args.max_duration} s batches")
     summ = decoded_summary(args.exp_dir, REFERENCE, method, test_sets[0][0], checkpoint) or {}
     averaged = summ.get("averaged")
-    penalty = summ.get("blank_penalty")  # summaries written before decode.py recorded it have none
-    penalty = "" if penalty is None else (", no blank penalty" if float(penalty) == 0 else
-                                          f", blank penalty {float(penalty):g}")
+    bp = summ.get("blank_penalty")  # summaries written before decode.py recorded it have none
+    penalty = "" if bp is None else (", no blank penalty" if float(bp) == 0 else f", blank penalty {float(bp):g}")
     seeds = (f"seeds {args.seed}..{args.seed + args.num_seeds - 1} for the Table III systems (cond_p among them), "
              f"{args.seed} for the others" if args.num_seeds > 1 else f"seed {args.seed}")
     w(f"Every model: streaming Zipformer transducer, encoder `{args.encoder}`, {training}, {seeds}; decoded "
