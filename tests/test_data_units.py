@@ -571,6 +571,18 @@ def test_sort_by_duration_reads_every_cut_once_shortest_first(tmp_path):
     assert sorted(shuffled) == sorted(order) and shuffled != order
 
 
+def test_sort_fraction_reads_the_shortest_share_of_the_audio(tmp_path):
+    durs = [float(d) for d in range(1, 11)]  # 55 s in all
+    path = _duration_manifest(tmp_path / "cuts.jsonl.gz", durs)
+    batches, dur = _loader_order(path, sort_by_duration=True, sort_fraction=0.3)
+    order = [c for b in batches for c in b]
+    # 1 + 2 + 3 + 4 + 5 = 15 s < 16.5 s (30%), the 6 s cut crosses it: six cuts, shortest first
+    assert order == [f"c{i:03d}" for i in range(6)]
+    assert _loader_order(path, sort_by_duration=True, sort_fraction=1e-6)[0] == [["c000"]]  # at least one
+    # the shuffled epochs read them all
+    assert len([c for b in _loader_order(path, num_buckets=1, sort_fraction=0.3)[0] for c in b]) == 10
+
+
 def test_gcide_blocks_become_prose_or_nothing():
     # sense number, field label, note in brackets, citation after "--"
     assert pst.gcide_block(["   3. (Astron.) That phase of the moon in which it appears",

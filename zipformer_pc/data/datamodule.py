@@ -10,6 +10,7 @@ Every loader yields the batches of :class:`~zipformer_pc.data.dataset.PCAsrDatas
 (for ``set_epoch`` and the sampler state of mid-epoch resumption).
 """
 
+import logging
 import warnings
 from typing import Optional
 
@@ -27,6 +28,19 @@ def spec_augment():
                        num_feature_masks=2, frames_mask_size=100)
 
 
+def shortest_share(ordered, fraction: float) -> list:
+    """The first cuts of ``ordered`` (shortest first) whose durations add up to ``fraction`` of the
+    whole, the cut that crosses it included (at least one cut)."""
+    total = sum(c.duration for c in ordered)
+    out, acc = [], 0.0
+    for c in ordered:
+        if out and acc >= fraction * total:
+            break
+        out.append(c)
+        acc += c.duration
+    return out
+
+
 class PCAsrDataModule:
     """Loaders over cut manifests for one tokenizer, batch size and process (``rank`` of ``world_size``)."""
 
@@ -40,10 +54,12 @@ class PCAsrDataModule:
 
     def train_dataloader(self, cuts_path: str, num_buckets: int = 10, use_spec_augment: bool = False,
                          punct_proportion: Optional[float] = None, use_auto_punct: bool = False,
-                         num_workers: int = 0, sort_by_duration: bool = False) -> torch.utils.data.DataLoader:
+                         num_workers: int = 0, sort_by_duration: bool = False,
+                         sort_fraction: float = 1.0) -> torch.utils.data.DataLoader:
         """``sort_by_duration``: every epoch reads the cuts in one order, shortest first (ties by id),
         in batches of up to ``max_duration`` seconds (``num_buckets`` is ignored); the cuts are
-        loaded into memory to sort them."""
+        loaded into memory to sort them.  ``sort_fraction``: only the shortest cuts that make up
+        that fraction of the audio are read then (at least one)."""
         from lhotse import CutSet, load_manifest_lazy
         from lhotse.dataset import DynamicBucketingSampler, DynamicCutSampler
 
@@ -53,7 +69,13 @@ class PCAsrDataModule:
                     world_size=self.world_size, rank=self.rank)
         cuts = load_manifest_lazy(cuts_path)
         if sort_by_duration:
-            cuts = CutSet.from_cuts(sorted(cuts, key=lambda c: (c.duration, c.id)))
+            ordered = sorted(cuts, key=lambda c: (c.duration, c.id))
+            if sort_fraction < 1.0:
+                n = len(ordered)
+                ordered = shortest_share(ordered, sort_fraction)
+                logging.info(f"SortaGrad reads the shortest {len(ordered)} of {n} training cuts "
+                             f"({sort_fraction:g} of the audio, up to {ordered[-1].duration:.2f} s)")
+            cuts = CutSet.from_cuts(ordered)
             with warnings.catch_warnings():  # lhotse's advice to read lazily: sorting needs every cut
                 warnings.filterwarnings("ignore", message=".*eagerly read CutSet")
                 sampler = DynamicCutSampler(cuts, **{**opts, "shuffle": False})

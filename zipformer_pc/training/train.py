@@ -96,6 +96,9 @@ def get_parser() -> argparse.ArgumentParser:
                    help="SortaGrad: the first N epochs read the training cuts shortest first, in one fixed order "
                         "(a curriculum for the start of training from scratch); later epochs shuffle as usual "
                         "[per encoder; 0 with --init-from]")
+    g.add_argument("--sortagrad-fraction", type=float, default=None,
+                   help="SortaGrad's epochs read only the shortest training cuts that make up this fraction of "
+                        "the audio (0 < F <= 1); the longer ones wait for the shuffled epochs [1]")
     g.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (0: exact mid-epoch resume)")
     g.add_argument("--spec-augment", type=str2bool, default=None, help="lhotse SpecAugment [per encoder]")
     g.add_argument("--punct-proportion", type=float, default=None,
@@ -234,10 +237,10 @@ def last_third_of_budget(args) -> float:
 TRAINING_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "paper": dict(max_duration=200.0, spec_augment=True, embed_init_std=1.0, loss="auto", warm_step=2000,
                   dropout=0.1, ctc_loss_scale=0.0, base_lr=0.045, lr_batches=7500.0, lr_epochs=3.5, warmup_batches=500.0,
-                  sortagrad_epochs=0, lr_cooldown_minutes=0.0),
+                  sortagrad_epochs=0, sortagrad_fraction=1.0, lr_cooldown_minutes=0.0),
     "tiny": dict(max_duration=30.0, spec_augment=False, embed_init_std=1.0, loss="pruned", warm_step=2000,
                  dropout=0.0, ctc_loss_scale=0.3, base_lr=0.045, lr_batches=1000.0, lr_epochs=100.0, warmup_batches=50.0,
-                 sortagrad_epochs=1, lr_cooldown_minutes=last_third_of_budget),
+                 sortagrad_epochs=1, sortagrad_fraction=1.0, lr_cooldown_minutes=last_third_of_budget),
 }
 # Defaults that only concern training from scratch: with --init-from they are 0
 # (a fine-tuning run reads its data shuffled from the first batch).
@@ -314,7 +317,7 @@ def resume_schedule(scheduler: Eden, args) -> List[str]:
 
 # Options counted from the start of training, with the value a checkpoint
 # written before the option existed was trained with.
-CHECKPOINT_COUNTERS = (("warm_step", None), ("sortagrad_epochs", 0))
+CHECKPOINT_COUNTERS = (("warm_step", None), ("sortagrad_epochs", 0), ("sortagrad_fraction", 1.0))
 
 
 def keep_checkpoint_counters(args, saved_args: Dict[str, Any]) -> List[str]:
@@ -797,7 +800,8 @@ def run(rank: int, world_size: int, args) -> None:
         return data.train_dataloader(args.train_cuts, num_buckets=args.num_buckets,
                                      use_spec_augment=args.spec_augment, punct_proportion=args.punct_proportion,
                                      use_auto_punct=args.use_auto_punct, num_workers=args.num_workers,
-                                     sort_by_duration=epoch <= args.sortagrad_epochs)
+                                     sort_by_duration=epoch <= args.sortagrad_epochs,
+                                     sort_fraction=args.sortagrad_fraction)
 
     start_epoch = args.start_epoch if ckpt is None else ckpt["cur_epoch"] + (0 if args.start_batch > 0 else 1)
     train_dl = train_loader(start_epoch)
@@ -910,6 +914,8 @@ def main() -> None:
         raise SystemExit(f"--alpha must be in [0, 1], got {args.alpha}")
     if args.sortagrad_epochs < 0:
         raise SystemExit(f"--sortagrad-epochs must be >= 0, got {args.sortagrad_epochs}")
+    if not 0 < args.sortagrad_fraction <= 1:
+        raise SystemExit(f"--sortagrad-fraction must be in (0, 1], got {args.sortagrad_fraction}")
     if args.num_buckets < 1:
         raise SystemExit(f"--num-buckets must be >= 1, got {args.num_buckets}")
     if not 0.0 < args.lr_plateau_factor <= 1.0:
