@@ -105,6 +105,9 @@ def test_a_resumed_run_keeps_its_checkpoints_counters_unless_given():
     args.defaults_filled = filled
     assert keep_checkpoint_counters(args, {"warm_step": 2000, "sortagrad_epochs": 1}) == []
     assert keep_checkpoint_counters(args, {}) == [] and args.sortagrad_epochs == 1
+    # a run that read only the shortest half in its sorted epoch goes on doing so
+    assert keep_checkpoint_counters(args, {"warm_step": 2000, "sortagrad_epochs": 1, "sortagrad_fraction": 0.5}) \
+        == ["--sortagrad-fraction 0.5 (the default is 1.0)"] and args.sortagrad_fraction == 0.5
 
 
 def test_the_plateau_rule_cuts_where_the_validation_loss_stalls():
@@ -163,10 +166,11 @@ def test_plateau_options_are_checked():
     import subprocess
     import sys
 
-    for bad in (["--lr-plateau-factor", "0"], ["--lr-plateau-factor", "1.5"], ["--lr-plateau-patience", "0"]):
+    for bad in (["--lr-plateau-factor", "0"], ["--lr-plateau-factor", "1.5"], ["--lr-plateau-patience", "0"],
+                ["--sortagrad-fraction", "0"], ["--sortagrad-fraction", "1.5"]):
         r = subprocess.run([sys.executable, "-m", "zipformer_pc.training.train", *BASE, *bad],
                            capture_output=True, text=True, timeout=120)
-        assert r.returncode != 0 and "--lr-plateau" in r.stderr, (bad, r.stderr[-300:])
+        assert r.returncode != 0 and bad[0] in r.stderr, (bad, r.stderr[-300:])
 
 
 def test_the_cooldown_ends_a_run_of_known_length_at_a_learning_rate_near_zero():
