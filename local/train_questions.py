@@ -31,7 +31,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--cuts", required=True, nargs="+", help="training cut manifests (their P references)")
     p.add_argument("--dev-cuts", nargs="*", default=[], help="cut manifests whose P references set the threshold")
     p.add_argument("--out", type=Path, required=True, help="the model file (questions.json.gz)")
-    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--epochs", type=int, default=30, help="passes over the training sentences")
+    p.add_argument("--l2", type=float, default=1e-2, help="L2 weight of the logistic regression")
     p.add_argument("--seed", type=int, default=42)
     return p
 
@@ -53,6 +54,8 @@ def main(argv=None) -> None:
     args = get_parser().parse_args(argv)
     if args.epochs < 1:
         raise SystemExit(f"--epochs must be at least 1, got {args.epochs}")
+    if args.l2 < 0:
+        raise SystemExit(f"--l2 must be at least 0, got {args.l2}")
     t0 = time.time()
     examples, sups, without_p = read_sentences(args.cuts)
     questions = sum(1 for _, m in examples if m == "?")
@@ -62,10 +65,10 @@ def main(argv=None) -> None:
         raise SystemExit(f"no sentence ending with . or ? in the P references of {' '.join(args.cuts)}")
     if questions == 0:
         raise SystemExit("the training references have no question (?): nothing to learn")
-    model = train(examples, epochs=args.epochs, seed=args.seed)
+    model = train(examples, epochs=args.epochs, l2=args.l2, seed=args.seed)
     dev, _, _ = read_sentences(args.dev_cuts) if args.dev_cuts else ([], None, 0)
     model.threshold = tune_threshold(model, dev)
-    model.info.update(seed=args.seed, epochs=args.epochs, dev_sentences=len(dev))
+    model.info.update(seed=args.seed, epochs=args.epochs, l2=args.l2, dev_sentences=len(dev))
     if dev:
         c = decision_counts(model, dev)
         model.info["dev"] = c

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import scripted_search, write_text_cuts
-from zipformer_pc.questions import (FILE_NAME, QuestionModel, decision_counts, features, sentences, train,
-                                    tune_threshold)
+from zipformer_pc.questions import (FILE_NAME, VERSION, QuestionModel, decision_counts, features, sentences,
+                                    train, tune_threshold, word_class)
 from zipformer_pc.text import normalized
 
 SUBJECTS = ["you", "she", "he", "they", "we", "i", "your sister", "the colonel", "mister darcy", "her mother"]
@@ -45,6 +45,18 @@ def test_features_read_the_start_the_end_and_each_comma_clause():
     f = features(["but", ",", "what", "is", "it"])
     assert {"f1=but", "l2=is it", "c1=what", "c2=what is", "lc1=what", "u=is", "b=but what", "n=4"} <= set(f)
     assert features([",", ","]) == []
+
+
+def test_version_2_features_read_word_classes_at_clause_starts_and_a_short_last_clause():
+    assert [word_class(w) for w in "did missus ferrars look well".split()] == ["AUX", "W", "W", "W", "W"]
+    assert [word_class(w) for w in ["don't", "why", "you", "letter"]] == ["AUX", "WH", "PRON", "W"]
+    f = set(features("and you are disengaged , are you not".split()))
+    # clause starts by class (each clause, the first, the last), the tag with its own words, the last words
+    assert {"cc=W PRON", "cc=AUX PRON", "fc=W PRON", "lcc=AUX PRON", "tag=AUX PRON not",
+            "lwc=AUX PRON W"} <= f
+    assert not any(x.startswith("tag=") for x in features("did missus ferrars look well to you".split()))
+    # "must you" and "did she" share their class pattern, whatever the verb
+    assert "fc=AUX PRON" in set(features("must you go".split())) & set(features("did she go".split()))
 
 
 def test_training_learns_the_toy_questions_and_is_reproducible(model):
@@ -112,9 +124,20 @@ def test_saved_models_load_back_and_bad_files_say_what_they_are(model, tmp_path)
     with pytest.raises(ValueError, match="not a question model"):
         QuestionModel.load(tmp_path / "text.json.gz")
     d = json.loads(gzip.decompress(path.read_bytes()))
+    assert d["version"] == VERSION == 2
+    # a version 1 file (no word-class features) still loads and scores as it did: weights of the
+    # version 1 features only, so the added features find none
+    v1 = {k: w for k, w in model.weights.items() if k.split("=")[0] in ("n", "f1", "f2", "f3", "l1", "l2", "l3", "u",
+                                                                     "b", "c1", "c2", "lc1", "lc2")}
+    assert 0 < len(v1) < len(model.weights)
+    (tmp_path / "v1.json").write_text(json.dumps(dict(d, version=1, weights=v1)))
+    old = QuestionModel.load(tmp_path / "v1.json")
+    z = model.bias + sum(v1.get(f, 0.0) for f in features(toks) if not f.split("=")[0] in ("cc", "fc", "lcc", "tag",
+                                                                                              "lwc"))
+    assert old.probability(toks) == pytest.approx(1 / (1 + np.exp(-z)))
     d["version"] = 99
     (tmp_path / "new.json").write_text(json.dumps(d))
-    with pytest.raises(ValueError, match="version 99"):
+    with pytest.raises(ValueError, match="version 99, this code reads 1, 2"):
         QuestionModel.load(tmp_path / "new.json")
     with pytest.raises(ValueError, match="threshold"):
         QuestionModel({}, 0.0, threshold=1.0)

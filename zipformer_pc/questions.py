@@ -13,9 +13,14 @@ sentence's normalized words (``zipformer_pc.text``: lowercase, hyphens
 split) and its commas: the first and last one to three words, the length,
 every word and word pair, and the first words of each comma clause (a
 question often starts after an address or an aside: ``But, my dear, what
-...``).  ``local/train_questions.py`` trains it on the P references of a
-training corpus and picks the probability threshold that makes the fewest
-errors on the dev references; it is stored as gzipped JSON
+...``).  Version 2 adds the word classes of those places (an auxiliary verb,
+a wh-word, a pronoun: ``AUX PRON`` starts ``did you ...`` and ``must she
+...`` alike, whatever the verb) and the words of a short last clause with
+its classes (a tag: ``..., are you not``), which a corpus of a few thousand
+questions does not teach word by word; a version 1 file has no weights for
+them and scores as it did.  ``local/train_questions.py`` trains it on the P
+references of a training corpus and picks the probability threshold that
+makes the fewest errors on the dev references; it is stored as gzipped JSON
 (``questions.json.gz``), torch-free like the rest of the runtime.
 
 One rewrite, :meth:`QuestionModel.rewrite_pieces`, serves every place
@@ -38,7 +43,8 @@ from zipformer_pc.files import text_writer
 from zipformer_pc.text import WORD_START, normalized, words_and_marks
 
 FORMAT = "zipformer-pc question model"
-VERSION = 1
+VERSION = 2
+READS_VERSIONS = (1, 2)  # version 1: without the word-class features (no weights for them)
 FILE_NAME = "questions.json.gz"
 _COMMA = ","
 
@@ -63,6 +69,26 @@ def sentences(text: str) -> Iterable[Tuple[List[str], str]]:
         if mark in (".", "?"):
             yield sentence_tokens(pairs), mark
             pairs = []
+
+
+#: the word classes of the version 2 features (normalized words: lowercase, apostrophes kept)
+AUXILIARIES = frozenset(
+    "do does did don't doesn't didn't is isn't are aren't was wasn't were weren't am have has had haven't hasn't "
+    "hadn't can can't could couldn't will won't would wouldn't shall shan't should shouldn't may might must "
+    "mustn't need dare ought".split())
+WH_WORDS = frozenset("who whom whose what which when where why how".split())
+PRONOUNS = frozenset("i you he she it we they there this that one anybody anything any".split())
+#: a last clause of at most this many words is also read as a tag (``, are you not``)
+TAG_WORDS = 4
+
+
+def word_class(word: str) -> str:
+    """``AUX``, ``WH``, ``PRON`` or ``W`` (any other word)."""
+    if word in AUXILIARIES:
+        return "AUX"
+    if word in WH_WORDS:
+        return "WH"
+    return "PRON" if word in PRONOUNS else "W"
 
 
 def _sigmoid(z: float) -> float:
@@ -96,6 +122,16 @@ def features(tokens: Sequence[str]) -> List[str]:
     feats.append(f"lc1={last[0]}")
     if len(last) > 1:
         feats.append(f"lc2={last[0]} {last[1]}")
+    # version 2: word classes where a question shows
+    for i, c in enumerate(clauses):
+        starts = " ".join(word_class(w) for w in c[:2])
+        feats.append(f"cc={starts}")
+        if i == 0:
+            feats.append(f"fc={starts}")
+    feats.append(f"lcc={' '.join(word_class(w) for w in last[:2])}")
+    if len(last) <= TAG_WORDS:
+        feats.append("tag=" + " ".join(w if word_class(w) == "W" else word_class(w) for w in last))
+    feats.append("lwc=" + " ".join(word_class(w) for w in words[-3:]))
     return feats
 
 
@@ -172,8 +208,9 @@ class QuestionModel:
             raise ValueError(f"{path}: not a question model ({e})") from None
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ValueError(f"{path}: not a question model (no format {FORMAT!r}; local/train_questions.py writes one)")
-        if d.get("version") != VERSION:
-            raise ValueError(f"{path}: question model version {d.get('version')}, this code reads {VERSION}")
+        if d.get("version") not in READS_VERSIONS:
+            raise ValueError(f"{path}: question model version {d.get('version')}, this code reads "
+                             f"{', '.join(map(str, READS_VERSIONS))}")
         return cls(d["weights"], d["bias"], d["threshold"], d.get("info"))
 
 
@@ -183,7 +220,7 @@ def find_questions(model_dir) -> Optional[Path]:
     return path if path.is_file() else None
 
 
-def train(examples: Sequence[Tuple[List[str], str]], epochs: int = 10, l2: float = 1e-3, rate: float = 0.5,
+def train(examples: Sequence[Tuple[List[str], str]], epochs: int = 30, l2: float = 1e-2, rate: float = 0.5,
           min_count: int = 2, prune: float = 0.05, seed: int = 42) -> QuestionModel:
     """Logistic regression (AdaGrad, L2) on ``(tokens, mark)`` sentences.
 
