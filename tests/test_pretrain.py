@@ -139,3 +139,13 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     bad = subprocess.run(cmd[:2] + ["--stage", "1", "--from-shipped", "yes"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode != 0 and "--from-shipped takes true or false" in bad.stdout + bad.stderr
+    # --text-hours: the text models learn from the text of a corpus made without speech, refused (before
+    # the export) when that text holds sentences of the corpus's dev or test sets, as here: the tiny
+    # corpus's dev and test are not those of the default sizes
+    onnx_files = sorted(p.name for p in (exp / "conditioned" / "onnx").iterdir())
+    leak = subprocess.run(cmd[:2] + ["--stage", "4", "--stop-stage", "4", "--data-dir", str(tiny_corpus.parent),
+                                     "--exp-dir", str(exp), "--text-hours", "40"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert leak.returncode != 0 and "are texts of --held-out" in leak.stderr, leak.stderr[-3000:]
+    assert (exp / "text-40h" / "synth" / "text" / "train.jsonl").is_file()
+    assert sorted(p.name for p in (exp / "conditioned" / "onnx").iterdir()) == onnx_files  # untouched

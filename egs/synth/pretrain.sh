@@ -53,6 +53,11 @@
 #                              card lines of the others, e.g. "conditioned" ["norm conditioned"]
 #   --latency-chunks "C ..."   chunk sizes whose caption latency stage 4 measures ["16 32 64"]
 #   --latency-utts N           test utterances for the latency measurement [50]
+#   --text-hours H             stage 4 trains the token LMs and the question model on the training
+#                              text of an H-hour corpus of --seed (its text only: prepare.sh stage 0,
+#                              local/text_cuts.py) instead of --data-dir's training references; for
+#                              a model fine-tuned on a corpus that holds less of the text, or the
+#                              same text twice (40: all of Austen, as the shipped models') [""]
 #   Extra training options for both models: --train-opts "..." [the tiny defaults of train.py]
 #
 # Stages:
@@ -97,6 +102,7 @@ train_opts=""
 models="norm conditioned"
 latency_chunks="16 32 64"
 latency_utts=50
+text_hours=""
 
 cmdline="bash egs/synth/pretrain.sh $*"
 . tools/parse_options.sh
@@ -189,6 +195,16 @@ fi
 if run_this 4; then
   b=$(newest_checkpoint "$exp_dir/conditioned")
   [ -n "$b" ] || die "the conditioned model has no checkpoint: run stage 2"
+  # the text of the token LMs and the question model (below), checked first: it may be refused
+  text_cuts=$fbank/synth_cuts_train.jsonl.gz
+  if [ -n "$text_hours" ]; then
+    text_dir=$exp_dir/text-${text_hours}h
+    log "Stage 4: the training text of a $text_hours h corpus (seed $seed, no speech) in $text_dir"
+    ./prepare.sh --dataset synth --data-dir "$text_dir" --train-hours "$text_hours" --seed "$seed" --stop-stage 0
+    text_cuts=$text_dir/synth_cuts_train_text.jsonl.gz
+    python3 local/text_cuts.py --text "$text_dir/synth/text/train.jsonl" --out "$text_cuts" \
+      --held-out "$fbank"/synth_cuts_{dev,test,test_ood}.jsonl.gz
+  fi
   log "Stage 4: ONNX export of the conditioned model (--iter $b --avg $avg) and streaming RTF"
   rm -rf "$exp_dir/conditioned/onnx"
   python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
@@ -197,10 +213,10 @@ if run_this 4; then
   python3 scoring/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
     --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1,2 --int8 false,true --max-utterances 100 \
     --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
-  log "Stage 4: token LMs (beam-search fusion) and the question model of the training references"
-  python3 local/train_lm.py --cuts "$fbank/synth_cuts_train.jsonl.gz" --bpe-model "$bpe_dir/bpe.model" \
+  log "Stage 4: token LMs (beam-search fusion) and the question model of the training references ($text_cuts)"
+  python3 local/train_lm.py --cuts "$text_cuts" --bpe-model "$bpe_dir/bpe.model" \
     --out-dir "$exp_dir/conditioned/onnx"
-  python3 local/train_questions.py --cuts "$fbank/synth_cuts_train.jsonl.gz" \
+  python3 local/train_questions.py --cuts "$text_cuts" \
     --dev-cuts "$fbank/synth_cuts_dev.jsonl.gz" --out "$exp_dir/conditioned/onnx/questions.json.gz" --seed "$seed"
   # the runtime as users run it (the question model on; beam search fuses the LMs), and beam search
   # without the question model (P as searched, as sherpa-onnx shows it)
