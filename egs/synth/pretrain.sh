@@ -253,7 +253,8 @@ if run_this 5; then
   else
     log "Stage 5: publishing into $out"
     python3 egs/synth/publish_pretrained.py --exp-dir "$exp_dir" --data-dir "$dir" --out-dir "$out" \
-      --avg "$avg" --command "$cmdline" --train-hours "$train_hours" --models "${models// /,}"
+      --avg "$avg" --command "$cmdline" --train-hours "$train_hours" --text-hours "$text_hours" \
+      --models "${models// /,}"
   fi
 fi
 log "Done (stages $stage..$stop_stage)."

@@ -51,6 +51,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--avg", type=int, default=3)
     p.add_argument("--command", default="bash egs/synth/pretrain.sh --publish true")
     p.add_argument("--train-hours", default="")
+    p.add_argument("--text-hours", default="",
+                   help="the LMs and the question model learnt the text of a corpus of this size (pretrain.sh "
+                        "--text-hours), not --data-dir's references")
     p.add_argument("--max-mb", type=float, default=60.0)
     p.add_argument("--models", default="norm,conditioned",
                    help="models of --exp-dir to publish; the others keep what --out-dir ships")
@@ -344,6 +347,9 @@ def main() -> None:
     latency = latency.read_text().split("\n\n")[-1] if latency.exists() else "(not measured)\n"
     stats = (args.data_dir / "stats.md").read_text() if (args.data_dir / "stats.md").exists() else ""
 
+    text_source = (f"the training text of a {args.text_hours} h corpus of the same seed (`pretrain.sh --text-hours "
+                   f"{args.text_hours}`: its text only, no speech)" if args.text_hours
+                   else "the training references")
     lines = ["# Pretrained models: tiny streaming Zipformer transducers on the synthetic corpus", "",
              f"Trained by stages 1-2 of `egs/synth/pretrain.sh` (run in the background for hours, resumed across "
              f"sessions; the options below); decoded, measured and published by `{args.command}` "
@@ -353,12 +359,13 @@ def main() -> None:
              "| `encoder-*.onnx`, `decoder-*.onnx`, `joiner-*.onnx` (+ `.int8.onnx`) | the conditioned model, "
              "streaming export (chunk 32 = 640 ms, left context 128), sherpa-onnx layout |",
              "| `tokens.txt`, `bpe.model` | tokens of the ONNX models, sentencepiece model |",
-             *(["| `lm-P.arpa.gz`, `lm-N.arpa.gz` | token 5-gram LMs of the training references (P: cased and "
+             *([f"| `lm-P.arpa.gz`, `lm-N.arpa.gz` | token 5-gram LMs of {text_source} (P: cased and "
                 "punctuated, N: normalized) for shallow fusion in modified beam search (`local/train_lm.py`) |"]
                if lms else []),
-             *(["| `questions.json.gz` | the question model: which sentences P ends with `?` instead of `.`, read "
+             *([f"| `questions.json.gz` | the question model: which sentences P ends with `?` instead of `.`, read "
                 "from their words (`local/train_questions.py`, `zipformer_pc/questions.py`; the runtime applies it "
-                "unless `--questions false`, sherpa-onnx does not) |"] if questions else []),
+                f"unless `--questions false`, sherpa-onnx does not), trained on {text_source} |"]
+               if questions else []),
              "| `conditioned.pt`, `norm.pt` | averaged PyTorch weights (fp16) for `train.py --init-from` |", "",
              f"Total {total_mb:.1f} MB.", "", "## Training", ""]
     for name in ("norm", "conditioned"):
