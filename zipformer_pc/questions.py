@@ -123,14 +123,14 @@ def features(tokens: Sequence[str]) -> List[str]:
     if len(last) > 1:
         feats.append(f"lc2={last[0]} {last[1]}")
     # version 2: word classes where a question shows
-    for i, c in enumerate(clauses):
-        starts = " ".join(word_class(w) for w in c[:2])
-        feats.append(f"cc={starts}")
+    starts = [" ".join(word_class(w) for w in c[:2]) for c in clauses]
+    for i, s in enumerate(starts):
+        feats.append(f"cc={s}")
         if i == 0:
-            feats.append(f"fc={starts}")
-    feats.append(f"lcc={' '.join(word_class(w) for w in last[:2])}")
+            feats.append(f"fc={s}")
+    feats.append(f"lcc={starts[-1]}")
     if len(last) <= TAG_WORDS:
-        feats.append("tag=" + " ".join(w if word_class(w) == "W" else word_class(w) for w in last))
+        feats.append("tag=" + " ".join(w if k == "W" else k for w, k in zip(last, map(word_class, last))))
     feats.append("lwc=" + " ".join(word_class(w) for w in words[-3:]))
     return feats
 
