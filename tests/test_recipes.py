@@ -438,6 +438,91 @@ def test_model_card_names_where_each_model_started(tmp_path):
     assert pub.published_from(out, "norm", exp)
 
 
+def _runtime_json(path: Path, method: str, test: str, questions: bool, per: float) -> None:
+    path.write_text(json.dumps({"rtf": 0.05, "search": {"decoding_method": method, "lms": ["N", "P"] if method !=
+                                                        "greedy_search" else [], "questions": questions,
+                                                        "blank_penalty": 1.0, "beam": 4, "lm_scale": 0.5,
+                                                        "lm_token_bonus": 1.0},
+                                "scores": {"N": {"wer": 2.95}, "P": {"pc_wer": 6.0, "punc_er": 20.0,
+                                                                     "case_er": 7.29, "per": per}}}))
+
+
+def test_text_models_republish_keeps_the_weights_and_rewrites_only_their_lines(tmp_path):
+    """``publish_pretrained.py --text-models-only`` on the shipped card: new LMs and question model,
+    the runtime table measured again; the files and every other line of the card as they were."""
+    import gzip
+    pub = load_script("egs/synth/publish_pretrained.py")
+    out, exp = tmp_path / "pretrained", tmp_path / "exp"
+    onnx = exp / "conditioned" / "onnx"
+    out.mkdir(), onnx.mkdir(parents=True)
+    card = (ROOT / "egs/synth/pretrained/MODEL_CARD.md").read_text()
+    (out / "MODEL_CARD.md").write_text(card)
+    for name, data in [("encoder-x.onnx", b"enc"), ("joiner-P-x.onnx", b"joi"), ("tokens.txt", b"<blk> 0\n"),
+                       ("conditioned.pt", b"w"), ("lm-P.arpa.gz", b"old lm"), ("questions.json.gz", b"old q")]:
+        (out / name).write_bytes(data)
+        if name.endswith((".onnx", ".txt")):
+            (onnx / name).write_bytes(data)
+    (onnx / "lm-P.arpa.gz").write_bytes(b"new lm")
+    (onnx / "questions.json.gz").write_bytes(gzip.compress(json.dumps({"version": 2}).encode()))
+    args = ["--exp-dir", str(exp), "--data-dir", str(tmp_path), "--out-dir", str(out), "--text-hours", "40",
+            "--command", "pretrain.sh --stage 4 --text-models-only true", "--text-models-only", "true",
+            "--lm-gcide-hours", "100"]
+
+    def republish():
+        pub.republish_text_models(pub.get_parser().parse_args(args))
+
+    with pytest.raises(SystemExit, match="runtime was not run"):  # no runtime figures yet
+        republish()
+    for run, method, q in [("greedy_search", "greedy_search", True), ("modified_beam_search", "modified_beam_search",
+                                                                          True),
+                           ("modified_beam_search-noq", "modified_beam_search", False)]:
+        for t, per in [("test", 17.77 if q else 25.77), ("test_ood", 36.19)]:
+            _runtime_json(exp / "conditioned" / f"runtime-{run}-{t}.json", method, t, q, per)
+    (onnx / "encoder-x.onnx").write_bytes(b"another model")
+    with pytest.raises(SystemExit, match="is not the shipped"):  # the figures would not be the shipped files'
+        republish()
+    (onnx / "encoder-x.onnx").write_bytes(b"enc")
+    republish()
+    assert (out / "lm-P.arpa.gz").read_bytes() == b"new lm" and (out / "encoder-x.onnx").read_bytes() == b"enc"
+    assert (out / "conditioned.pt").read_bytes() == b"w" and not (tmp_path / "pretrained.new").exists()
+    new = (out / "MODEL_CARD.md").read_text()
+    note = [x for x in new.splitlines() if x.startswith(pub.TEXT_NOTE)]
+    assert len(note) == 1 and "question model version 2" in note[0] and "40 h corpus" in note[0]
+    def table(text):
+        lines = text.splitlines()
+        a, b = pub.runtime_block(lines)
+        return pub.runtime_rows(lines[a:b])
+
+    old = table(card)["`test`, modified_beam_search with the LMs, question model"]
+    assert f"`test`, modified_beam_search with the LMs, question model: PC-WER {old[1]} -> 6.00" in note[0]
+    assert f"PER {old[4]} -> 17.77" in note[0]
+    rows = table(new)
+    assert len(rows) == 6 and rows["`test_ood`, greedy_search, question model"] == \
+        ["2.95", "6.00", "20.00", "7.29", "36.19"]
+    assert "questions.json.gz` | the question model" in new and "trained on the training text of a 40 h" in new
+    assert "N also of ~100 h of the text of Webster's" in new and "(the N LM also on ~100 h of GCIDE text)" in note[0]
+    assert "* The token LMs know Austen's text (P) and Austen's and the dictionary's (N)" in new
+    assert re.search(r"^Total 0\.0 MB\.$", new, re.M)
+
+    def rest(text):  # the lines a text-model republication leaves alone
+        lines = text.splitlines()
+        a, b = pub.runtime_block(lines)
+        lines = lines[:a] + lines[b:]
+        lines = [x for i, x in enumerate(lines) if not (x.startswith(pub.TEXT_NOTE) or lines[i + 1:i + 2] and
+                                                        lines[i + 1].startswith(pub.TEXT_NOTE))]
+        return [x for x in lines if not x.startswith(("| `lm-P", "| `questions", "Total ", pub.LM_LIMIT))]
+
+    assert rest(new) == rest(card) and len(new.splitlines()) == len(card.splitlines()) + 2 - \
+        (pub.TEXT_NOTE in card) * 2
+    # a second republication replaces the note, it does not add one
+    os.utime(onnx / "questions.json.gz", (1, 1))
+    os.utime(onnx / "lm-P.arpa.gz", (1, 1))
+    republish()
+    again = (out / "MODEL_CARD.md").read_text()
+    assert len([x for x in again.splitlines() if x.startswith(pub.TEXT_NOTE)]) == 1
+    assert rest(again) == rest(new) and "PER 17.77 -> 17.77" not in again
+
+
 def test_model_card_lists_the_schedule_changes_of_the_training_logs(tmp_path):
     pub = load_script("egs/synth/publish_pretrained.py")
     (tmp_path / "log").mkdir()

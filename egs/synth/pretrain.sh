@@ -16,6 +16,8 @@
 #   python -m zipformer_pc.training.interpolate --exp-dir EXP/conditioned --iter B --avg 1 \
 #     --start egs/synth/pretrained/conditioned.pt --weight 0.7 --out-dir EXP_MIX/conditioned
 #   bash egs/synth/pretrain.sh --stage 3 --models conditioned --exp-dir EXP_MIX --avg 1 --publish true
+#   # new token LMs and question model for the shipped model (its weights and ONNX files as they are):
+#   bash egs/synth/pretrain.sh --stage 4 --text-models-only true --text-hours 40 --exp-dir EXP_TEXT --publish true
 #
 # Options (defaults in brackets):
 #   --stage N --stop-stage M   stages to run [0 .. 5]
@@ -58,6 +60,15 @@
 #                              local/text_cuts.py) instead of --data-dir's training references; for
 #                              a model fine-tuned on a corpus that holds less of the text, or the
 #                              same text twice (40: all of Austen, as the shipped models') [""]
+#   --lm-gcide-hours G         stage 4's N LM also reads ~G h of Webster's 1913 dictionary text
+#                              (prepare.sh --gcide-hours, text only): words beyond Austen's; the P LM
+#                              and the question model keep the Austen text [0]
+#   --lm-n-prune P             train_lm.py --prune of the N LM (per order: drop n-grams seen at most
+#                              this often; more text needs more to stay small) [0,0,1,1,1]
+#   --text-models-only true|false  stages 4-5 retrain and republish only the token LMs and the
+#                              question model of the models in --out-dir: stage 4 runs the runtime
+#                              with --out-dir's ONNX files (no checkpoint needed; no RTF or latency
+#                              runs), stage 5 keeps the weights and the card's other tables [false]
 #   Extra training options for both models: --train-opts "..." [the tiny defaults of train.py]
 #
 # Stages:
@@ -103,11 +114,17 @@ models="norm conditioned"
 latency_chunks="16 32 64"
 latency_utts=50
 text_hours=""
+text_models_only=false
+lm_gcide_hours=0
+lm_n_prune=0,0,1,1,1
 
 cmdline="bash egs/synth/pretrain.sh $*"
 . tools/parse_options.sh
 . tools/recipe.sh  # path.sh, log, die, run_this
 case "$from_shipped" in true|false) ;; *) die "--from-shipped takes true or false, not '$from_shipped'" ;; esac
+case "$text_models_only" in true|false) ;; *) die "--text-models-only takes true or false, not '$text_models_only'" ;; esac
+[ "$text_models_only" = false ] || [ "$stage" -ge 4 ] ||
+  die "--text-models-only true keeps the shipped models: it runs stages 4-5 only (give --stage 4)"
 
 dir=$data_dir/synth
 fbank=$dir/fbank
@@ -193,8 +210,11 @@ if run_this 3; then
 fi
 
 if run_this 4; then
-  b=$(newest_checkpoint "$exp_dir/conditioned")
-  [ -n "$b" ] || die "the conditioned model has no checkpoint: run stage 2"
+  b=
+  if [ "$text_models_only" = false ]; then
+    b=$(newest_checkpoint "$exp_dir/conditioned")
+    [ -n "$b" ] || die "the conditioned model has no checkpoint: run stage 2"
+  fi
   # the text of the token LMs and the question model (below), checked first: it may be refused
   text_cuts=$fbank/synth_cuts_train.jsonl.gz
   if [ -n "$text_hours" ]; then
@@ -205,16 +225,37 @@ if run_this 4; then
     python3 local/text_cuts.py --text "$text_dir/synth/text/train.jsonl" --out "$text_cuts" \
       --held-out "$fbank"/synth_cuts_{dev,test,test_ood}.jsonl.gz
   fi
-  log "Stage 4: ONNX export of the conditioned model (--iter $b --avg $avg) and streaming RTF"
+  lm_n_cuts=$text_cuts
+  if [ "$lm_gcide_hours" != 0 ]; then
+    gcide_dir=$exp_dir/text-${text_hours:-$train_hours}h-gcide-${lm_gcide_hours}h
+    log "Stage 4: the N LM's text, the same Austen text and ~$lm_gcide_hours h of GCIDE's, in $gcide_dir"
+    ./prepare.sh --dataset synth --data-dir "$gcide_dir" --train-hours "${text_hours:-$train_hours}" \
+      --gcide-hours "$lm_gcide_hours" --seed "$seed" --stop-stage 0
+    lm_n_cuts=$gcide_dir/synth_cuts_train_text.jsonl.gz
+    python3 local/text_cuts.py --text "$gcide_dir/synth/text/train.jsonl" --out "$lm_n_cuts" \
+      --held-out "$fbank"/synth_cuts_{dev,test,test_ood}.jsonl.gz
+  fi
   rm -rf "$exp_dir/conditioned/onnx"
-  python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
-    --tokens "$bpe_dir/tokens.txt" --chunk-size $chunk --left-context-frames $left --int8 true \
-    --output-dir "$exp_dir/conditioned/onnx"
-  python3 scoring/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
-    --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1,2 --int8 false,true --max-utterances 100 \
-    --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
+  bpe=$bpe_dir/bpe.model
+  if [ "$text_models_only" = true ]; then
+    log "Stage 4: the shipped ONNX files of $out_dir (--text-models-only)"
+    ls "$out_dir"/*.onnx > /dev/null 2>&1 || die "$out_dir ships no ONNX files"
+    mkdir -p "$exp_dir/conditioned/onnx"
+    cp "$out_dir"/*.onnx "$out_dir/tokens.txt" "$out_dir/bpe.model" "$exp_dir/conditioned/onnx/"
+    bpe=$out_dir/bpe.model
+  else
+    log "Stage 4: ONNX export of the conditioned model (--iter $b --avg $avg) and streaming RTF"
+    python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
+      --tokens "$bpe_dir/tokens.txt" --chunk-size $chunk --left-context-frames $left --int8 true \
+      --output-dir "$exp_dir/conditioned/onnx"
+    python3 scoring/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
+      --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1,2 --int8 false,true --max-utterances 100 \
+      --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
+  fi
   log "Stage 4: token LMs (beam-search fusion) and the question model of the training references ($text_cuts)"
-  python3 local/train_lm.py --cuts "$text_cuts" --bpe-model "$bpe_dir/bpe.model" \
+  python3 local/train_lm.py --cuts "$text_cuts" --bpe-model "$bpe" --modes P \
+    --out-dir "$exp_dir/conditioned/onnx"
+  python3 local/train_lm.py --cuts "$lm_n_cuts" --bpe-model "$bpe" --modes N --prune "$lm_n_prune" \
     --out-dir "$exp_dir/conditioned/onnx"
   python3 local/train_questions.py --cuts "$text_cuts" \
     --dev-cuts "$fbank/synth_cuts_dev.jsonl.gz" --out "$exp_dir/conditioned/onnx/questions.json.gz" --seed "$seed"
@@ -232,19 +273,21 @@ if run_this 4; then
         > "$exp_dir/conditioned/runtime-$run-$t.log"
     done
   done
-  # latency and stability of the captions per chunk size (exports at 16 and 64 beside the shipped 32)
-  systems=(--system "chunk-$chunk=$exp_dir/conditioned/onnx")
-  for c in $latency_chunks; do
-    [ "$c" = "$chunk" ] && continue
-    rm -rf "$exp_dir/conditioned/onnx_chunk$c"
-    python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
-      --tokens "$bpe_dir/tokens.txt" --chunk-size "$c" --left-context-frames $left --int8 false \
-      --output-dir "$exp_dir/conditioned/onnx_chunk$c"
-    systems+=(--system "chunk-$c=$exp_dir/conditioned/onnx_chunk$c")
-  done
-  python3 scoring/measure_rtf.py "${systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1 \
-    --int8 false --max-utterances "$latency_utts" --latency true \
-    --output-md "$exp_dir/latency.md" --output-json "$exp_dir/latency.json"
+  if [ "$text_models_only" = false ]; then
+    # latency and stability of the captions per chunk size (exports at 16 and 64 beside the shipped 32)
+    systems=(--system "chunk-$chunk=$exp_dir/conditioned/onnx")
+    for c in $latency_chunks; do
+      [ "$c" = "$chunk" ] && continue
+      rm -rf "$exp_dir/conditioned/onnx_chunk$c"
+      python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
+        --tokens "$bpe_dir/tokens.txt" --chunk-size "$c" --left-context-frames $left --int8 false \
+        --output-dir "$exp_dir/conditioned/onnx_chunk$c"
+      systems+=(--system "chunk-$c=$exp_dir/conditioned/onnx_chunk$c")
+    done
+    python3 scoring/measure_rtf.py "${systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1 \
+      --int8 false --max-utterances "$latency_utts" --latency true \
+      --output-md "$exp_dir/latency.md" --output-json "$exp_dir/latency.json"
+  fi
 fi
 
 if run_this 5; then
@@ -254,7 +297,7 @@ if run_this 5; then
     log "Stage 5: publishing into $out"
     python3 egs/synth/publish_pretrained.py --exp-dir "$exp_dir" --data-dir "$dir" --out-dir "$out" \
       --avg "$avg" --command "$cmdline" --train-hours "$train_hours" --text-hours "$text_hours" \
-      --models "${models// /,}"
+      --lm-gcide-hours "$lm_gcide_hours" --models "${models// /,}" --text-models-only "$text_models_only"
   fi
 fi
 log "Done (stages $stage..$stop_stage)."

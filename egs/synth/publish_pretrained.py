@@ -21,11 +21,18 @@ Writes into ``--out-dir``:
 the norm model stays as ``--out-dir`` ships it, weights and card lines alike
 (a session that trained one model replaces only that one).
 
+``--text-models-only true`` republishes only the token LMs and the question
+model: the shipped weights and ONNX files stay (stage 4 of ``pretrain.sh
+--text-models-only true`` ran the runtime with them, which is checked), and of
+the card only the header's note, the two files' rows, the LMs' known limit,
+the total size and the runtime table change (the note says what the runtime table said before).
+
 Refuses to publish when the files would exceed ``--max-mb`` (60 MB: the
 project's budget for shipped models).
 """
 
 import argparse
+import filecmp
 import gzip
 import json
 import re
@@ -33,11 +40,12 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import torch
 
 from zipformer_pc.metrics import fmt
+from zipformer_pc.options import str2bool
 from zipformer_pc.training.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
 
 MODES = {"N": "wer", "P": "pc_wer"}
@@ -54,9 +62,14 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-hours", default="",
                    help="the LMs and the question model learnt the text of a corpus of this size (pretrain.sh "
                         "--text-hours), not --data-dir's references")
+    p.add_argument("--lm-gcide-hours", default="0",
+                   help="the N LM also learnt ~this many hours of GCIDE text (pretrain.sh --lm-gcide-hours)")
     p.add_argument("--max-mb", type=float, default=60.0)
     p.add_argument("--models", default="norm,conditioned",
                    help="models of --exp-dir to publish; the others keep what --out-dir ships")
+    p.add_argument("--text-models-only", type=str2bool, default=False,
+                   help="copy only the LMs and the question model of --exp-dir into --out-dir (its runtime "
+                        "rows measured with --out-dir's ONNX files) and update the card's lines about them")
     return p
 
 
@@ -282,6 +295,37 @@ def penalty_note(values) -> str:
     return " Blank penalty: " + " / ".join(f"`--blank-penalty {v:g}`" for v in sorted(values)) + "."
 
 
+def text_source(text_hours: str) -> str:
+    """What the LMs and the question model learnt (publish's ``--text-hours``)."""
+    return (f"the training text of a {text_hours} h corpus of the same seed (`pretrain.sh --text-hours "
+            f"{text_hours}`: its text only, no speech)" if text_hours else "the training references")
+
+
+def lm_row(source: str, gcide_hours: str = "0") -> str:
+    gcide = (f"; N also of ~{gcide_hours} h of the text of Webster's 1913 dictionary, GCIDE" if gcide_hours not in
+             ("", "0") else "")
+    return (f"| `lm-P.arpa.gz`, `lm-N.arpa.gz` | token 5-gram LMs of {source} (P: cased and "
+            f"punctuated, N: normalized{gcide}) for shallow fusion in modified beam search (`local/train_lm.py`) |")
+
+
+LM_LIMIT = "* The token LMs know"
+
+
+def lm_limit(gcide_hours: str = "0") -> str:
+    """The card's known limit of the LMs."""
+    if gcide_hours in ("", "0"):
+        return (f"{LM_LIMIT} the training references only: they help less on other text (`test_ood`) "
+                "and pull rare words towards Austen's spellings; `--lm-scale 0` turns them off.")
+    return (f"{LM_LIMIT} Austen's text (P) and Austen's and the dictionary's (N): they help less on other text "
+            "(`test_ood`), P's pulls rare words towards Austen's spellings; `--lm-scale 0` turns them off.")
+
+
+def questions_row(source: str) -> str:
+    return ("| `questions.json.gz` | the question model: which sentences P ends with `?` instead of `.`, read "
+            "from their words (`local/train_questions.py`, `zipformer_pc/questions.py`; the runtime applies it "
+            f"unless `--questions false`, sherpa-onnx does not), trained on {source} |")
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -290,8 +334,115 @@ def git_commit() -> str:
         return "unknown"
 
 
+RUNTIME_INTRO = "The ONNX runtime as users run it"
+TEXT_NOTE = "The token LMs and the question model were republished"
+
+
+def runtime_block(lines: List[str]) -> Tuple[int, int]:
+    """Where a card's runtime section (its paragraph, a blank line, its table) starts and ends (exclusive)."""
+    start = next((i for i, x in enumerate(lines) if x.startswith(RUNTIME_INTRO)), None)
+    table = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("|")), None) if start is not None else None
+    if table is None:
+        raise SystemExit("The shipped MODEL_CARD.md has no runtime table: publish the whole model (stages 3-5)")
+    return start, table + len(_run(lines[table:], lambda x: x.startswith("|")))
+
+
+RUNTIME_COLUMNS = ("WER", "PC-WER", "PuncER", "CaseER", "PER")
+
+
+def runtime_rows(lines: List[str]) -> Dict[str, List[str]]:
+    """{"test set, search, LMs, question model": [WER, PC-WER, PuncER, CaseER, PER]} of a runtime table's rows."""
+    rows = {}
+    for x in lines:
+        cells = [c.strip() for c in x.strip().strip("|").split("|")]
+        if len(cells) == 10 and cells[0] not in ("test set", "---"):
+            search = cells[1] + (" with the LMs" if cells[2] == "yes" else "")
+            rows[f"`{cells[0]}`, {search}" + (", question model" if cells[3] == "yes" else "")] = cells[4:9]
+    return rows
+
+
+def runtime_changes(old: List[str], new: List[str]) -> str:
+    """What moved between two runtime tables (RTF aside: it is the machine's), row by row."""
+    before, after = runtime_rows(old), runtime_rows(new)
+    moved = []
+    for row, values in after.items():
+        diff = [f"{c} {a} -> {b}" for c, a, b in zip(RUNTIME_COLUMNS, before.get(row, []), values) if a != b]
+        if row in before:
+            moved.append(f"{row}: " + (", ".join(diff) if diff else "unchanged"))
+    return "; ".join(moved)
+
+
+def republish_text_models(args) -> None:
+    """``--text-models-only``: the LMs and the question model of --exp-dir replace --out-dir's, whose
+    weights and ONNX files stay; the card's lines about them and its runtime table are rewritten."""
+    out, exp = args.out_dir, args.exp_dir / "conditioned"
+    onnx_dir = exp / "onnx"
+    card_path = out / "MODEL_CARD.md"
+    if not card_path.exists():
+        raise SystemExit(f"{out} has no MODEL_CARD.md: --text-models-only updates a published model")
+    shipped = sorted(out.glob("*.onnx")) + [out / "tokens.txt"]
+    if len(shipped) == 1:
+        raise SystemExit(f"{out} ships no ONNX files")
+    for f in shipped:  # the runtime table below must describe the files users get
+        if not (onnx_dir / f.name).exists() or not filecmp.cmp(f, onnx_dir / f.name, shallow=False):
+            raise SystemExit(f"{onnx_dir / f.name} is not the shipped {f}: run pretrain.sh --stage 4 "
+                             "--text-models-only true (it measures the runtime with the shipped files)")
+    text_models = sorted(onnx_dir.glob("lm-*.arpa.gz")) + sorted(onnx_dir.glob("questions.json.gz"))
+    if not (onnx_dir / "questions.json.gz").exists():
+        raise SystemExit(f"No questions.json.gz in {onnx_dir}: run stage 4")
+    newest_model = max(f.stat().st_mtime for f in text_models)
+    stale = [run for run in RUNTIME_RUNS for t in ("test", "test_ood")
+             if not (exp / f"runtime-{run}-{t}.json").exists()
+             or (exp / f"runtime-{run}-{t}.json").stat().st_mtime < newest_model]
+    if stale:
+        raise SystemExit(f"The runtime was not run with these LMs and question model ({', '.join(stale)} missing "
+                         "or older): run stage 4")
+    lines = card_path.read_text().splitlines()
+    start, end = runtime_block(lines)
+    runtime = runtime_section(exp)
+    while runtime and not runtime[-1]:
+        runtime.pop()
+    version = json.loads(gzip.decompress((onnx_dir / "questions.json.gz").read_bytes())).get("version")
+    note = (f"{TEXT_NOTE} by `{args.command}` (commit {git_commit()}): trained on {text_source(args.text_hours)} "
+            + (f"(the N LM also on ~{args.lm_gcide_hours} h of GCIDE text) " if args.lm_gcide_hours not in ("", "0")
+               else "") + f"(question model version {version}), the runtime table measured again with the shipped ONNX files; "
+            "the weights and the other tables are those of the publication above. Against the LMs and question "
+            f"model published before: {runtime_changes(lines[start:end], runtime)}.")
+    lines[start:end] = runtime
+    earlier = next((i for i, x in enumerate(lines) if x.startswith(TEXT_NOTE)), None)
+    if earlier is not None:  # an earlier republication's note, and the blank line before it
+        del lines[earlier - 1:earlier + 1]
+    header = next((i for i, x in enumerate(lines) if x.startswith("Trained by ")), 1)
+    lines[header + 1:header + 1] = ["", note]
+    source = text_source(args.text_hours)
+    for i, x in enumerate(lines):
+        if x.startswith("| `lm-P.arpa.gz`"):
+            lines[i] = lm_row(source, args.lm_gcide_hours)
+        elif x.startswith(LM_LIMIT):
+            lines[i] = lm_limit(args.lm_gcide_hours)
+        elif x.startswith("| `questions.json.gz`"):
+            lines[i] = questions_row(source)
+    staging = out.with_name(out.name + ".new")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(out, staging)
+    for f in text_models:
+        shutil.copy(f, staging / f.name)
+    total_mb = sum(f.stat().st_size for f in staging.iterdir() if f.name != "MODEL_CARD.md") / 2**20
+    if total_mb > args.max_mb:
+        shutil.rmtree(staging)
+        raise SystemExit(f"The pretrained files take {total_mb:.1f} MB, more than --max-mb {args.max_mb}")
+    lines = [f"Total {total_mb:.1f} MB." if x.startswith("Total ") and x.endswith(" MB.") else x for x in lines]
+    (staging / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")
+    shutil.rmtree(out)
+    staging.rename(out)
+    print(f"Republished the LMs and the question model in {out} ({total_mb:.1f} MB)")
+
+
 def main() -> None:
     args = get_parser().parse_args()
+    if args.text_models_only:
+        republish_text_models(args)
+        return
     out = args.out_dir
     fresh = [m for m in args.models.split(",") if m]
     if not fresh or set(fresh) - {"norm", "conditioned"}:
@@ -347,9 +498,7 @@ def main() -> None:
     latency = latency.read_text().split("\n\n")[-1] if latency.exists() else "(not measured)\n"
     stats = (args.data_dir / "stats.md").read_text() if (args.data_dir / "stats.md").exists() else ""
 
-    text_source = (f"the training text of a {args.text_hours} h corpus of the same seed (`pretrain.sh --text-hours "
-                   f"{args.text_hours}`: its text only, no speech)" if args.text_hours
-                   else "the training references")
+    source = text_source(args.text_hours)
     lines = ["# Pretrained models: tiny streaming Zipformer transducers on the synthetic corpus", "",
              f"Trained by stages 1-2 of `egs/synth/pretrain.sh` (run in the background for hours, resumed across "
              f"sessions; the options below); decoded, measured and published by `{args.command}` "
@@ -359,13 +508,8 @@ def main() -> None:
              "| `encoder-*.onnx`, `decoder-*.onnx`, `joiner-*.onnx` (+ `.int8.onnx`) | the conditioned model, "
              "streaming export (chunk 32 = 640 ms, left context 128), sherpa-onnx layout |",
              "| `tokens.txt`, `bpe.model` | tokens of the ONNX models, sentencepiece model |",
-             *([f"| `lm-P.arpa.gz`, `lm-N.arpa.gz` | token 5-gram LMs of {text_source} (P: cased and "
-                "punctuated, N: normalized) for shallow fusion in modified beam search (`local/train_lm.py`) |"]
-               if lms else []),
-             *([f"| `questions.json.gz` | the question model: which sentences P ends with `?` instead of `.`, read "
-                "from their words (`local/train_questions.py`, `zipformer_pc/questions.py`; the runtime applies it "
-                f"unless `--questions false`, sherpa-onnx does not), trained on {text_source} |"]
-               if questions else []),
+             *([lm_row(source, args.lm_gcide_hours)] if lms else []),
+             *([questions_row(source)] if questions else []),
              "| `conditioned.pt`, `norm.pt` | averaged PyTorch weights (fp16) for `train.py --init-from` |", "",
              f"Total {total_mb:.1f} MB.", "", "## Training", ""]
     for name in ("norm", "conditioned"):
@@ -444,8 +588,7 @@ def main() -> None:
               "frames; export again for another chunk size (the latency table above shows the trade-off).",
               f"* A tiny model ({card['conditioned']['params'] / 1e6:.1f}M parameters) trained on a CPU for hours, "
               "not a GPU for days.",
-              *(["* The token LMs know the training references only: they help less on other text (`test_ood`) "
-                 "and pull rare words towards Austen's spellings; `--lm-scale 0` turns them off."] if lms else []),
+              *([lm_limit(args.lm_gcide_hours)] if lms else []),
               *(["* The question model reads words only: a question written as a statement (\"You are coming?\") "
                  "keeps its full stop, and it knows the questions of Austen's prose (its threshold is the best on "
                  "`dev`, where ~30% of the sentences are questions, against ~8% in training)."] if questions else []),
