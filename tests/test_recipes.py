@@ -493,14 +493,14 @@ def test_text_models_republish_keeps_the_weights_and_rewrites_only_their_lines(t
         a, b = pub.runtime_block(lines)
         return pub.runtime_rows(lines[a:b])
 
-    old = table(card)["`test`, modified_beam_search with the LMs, question model"]
-    assert f"`test`, modified_beam_search with the LMs, question model: PC-WER {old[1]} -> 6.00" in note[0]
+    old = table(card)["`test` modified_beam_search + LMs + question model"]
+    assert f"`test` modified_beam_search + LMs + question model: PC-WER {old[1]} -> 6.00" in note[0]
     assert f"PER {old[4]} -> 17.77" in note[0]
     rows = table(new)
-    assert len(rows) == 6 and rows["`test_ood`, greedy_search, question model"] == \
+    assert len(rows) == 6 and rows["`test_ood` greedy_search + question model"] == \
         ["2.95", "6.00", "20.00", "7.29", "36.19"]
     assert "questions.json.gz` | the question model" in new and "trained on the training text of a 40 h" in new
-    assert "N also of ~100 h of the text of Webster's" in new and "(the N LM also on ~100 h of GCIDE text)" in note[0]
+    assert "N also of ~100 h of the text of Webster's" in new and "; the N LM also on ~100 h of GCIDE text;" in note[0]
     assert "* The token LMs know Austen's text (P) and Austen's and the dictionary's (N)" in new
     assert re.search(r"^Total 0\.0 MB\.$", new, re.M)
 

@@ -356,8 +356,9 @@ def runtime_rows(lines: List[str]) -> Dict[str, List[str]]:
     for x in lines:
         cells = [c.strip() for c in x.strip().strip("|").split("|")]
         if len(cells) == 10 and cells[0] not in ("test set", "---"):
-            search = cells[1] + (" with the LMs" if cells[2] == "yes" else "")
-            rows[f"`{cells[0]}`, {search}" + (", question model" if cells[3] == "yes" else "")] = cells[4:9]
+            search = cells[1] + (" + LMs" if cells[2] == "yes" else "")
+            rows[f"`{cells[0]}` {search}" + (" + question model" if cells[3] == "yes" else ", no question model")
+                 ] = cells[4:9]
     return rows
 
 
@@ -403,11 +404,12 @@ def republish_text_models(args) -> None:
     while runtime and not runtime[-1]:
         runtime.pop()
     version = json.loads(gzip.decompress((onnx_dir / "questions.json.gz").read_bytes())).get("version")
-    note = (f"{TEXT_NOTE} by `{args.command}` (commit {git_commit()}): trained on {text_source(args.text_hours)} "
-            + (f"(the N LM also on ~{args.lm_gcide_hours} h of GCIDE text) " if args.lm_gcide_hours not in ("", "0")
-               else "") + f"(question model version {version}), the runtime table measured again with the shipped ONNX files; "
-            "the weights and the other tables are those of the publication above. Against the LMs and question "
-            f"model published before: {runtime_changes(lines[start:end], runtime)}.")
+    gcide = (f"; the N LM also on ~{args.lm_gcide_hours} h of GCIDE text" if args.lm_gcide_hours not in ("", "0")
+             else "")
+    note = (f"{TEXT_NOTE} by `{args.command}` (commit {git_commit()}): trained on {text_source(args.text_hours)}"
+            f"{gcide}; question model version {version}. The runtime table below was measured again with the "
+            "shipped ONNX files; the weights and the other tables are those of the publication above. Against the "
+            f"LMs and question model published before: {runtime_changes(lines[start:end], runtime)}.")
     lines[start:end] = runtime
     earlier = next((i for i, x in enumerate(lines) if x.startswith(TEXT_NOTE)), None)
     if earlier is not None:  # an earlier republication's note, and the blank line before it
