@@ -24,8 +24,9 @@ the norm model stays as ``--out-dir`` ships it, weights and card lines alike
 ``--text-models-only true`` republishes only the token LMs and the question
 model: the shipped weights and ONNX files stay (stage 4 of ``pretrain.sh
 --text-models-only true`` ran the runtime with them, which is checked), and of
-the card only the header's note, the two files' rows, the LMs' known limit,
-the total size and the runtime table change (the note says what the runtime table said before).
+the card only the header's note (with what the runtime table said before),
+the two files' rows, the LMs' known limit, the total size and the runtime
+table change.
 
 Refuses to publish when the files would exceed ``--max-mb`` (60 MB: the
 project's budget for shipped models).
@@ -341,7 +342,9 @@ TEXT_NOTE = "The token LMs and the question model were republished"
 def runtime_block(lines: List[str]) -> Tuple[int, int]:
     """Where a card's runtime section (its paragraph, a blank line, its table) starts and ends (exclusive)."""
     start = next((i for i, x in enumerate(lines) if x.startswith(RUNTIME_INTRO)), None)
-    table = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("|")), None) if start is not None else None
+    table = None
+    if start is not None:
+        table = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("|")), None)
     if table is None:
         raise SystemExit("The shipped MODEL_CARD.md has no runtime table: publish the whole model (stages 3-5)")
     return start, table + len(_run(lines[table:], lambda x: x.startswith("|")))
@@ -351,7 +354,8 @@ RUNTIME_COLUMNS = ("WER", "PC-WER", "PuncER", "CaseER", "PER")
 
 
 def runtime_rows(lines: List[str]) -> Dict[str, List[str]]:
-    """{"test set, search, LMs, question model": [WER, PC-WER, PuncER, CaseER, PER]} of a runtime table's rows."""
+    """{"`test set` search [+ LMs] + question model" (or ", no question model"): [WER, PC-WER, PuncER,
+    CaseER, PER]} of a runtime table's rows."""
     rows = {}
     for x in lines:
         cells = [c.strip() for c in x.strip().strip("|").split("|")]
