@@ -438,7 +438,7 @@ def test_model_card_names_where_each_model_started(tmp_path):
     assert pub.published_from(out, "norm", exp)
 
 
-def _runtime_json(path: Path, method: str, test: str, questions: bool, per: float) -> None:
+def _runtime_json(path: Path, method: str, questions: bool, per: float) -> None:
     path.write_text(json.dumps({"rtf": 0.05, "search": {"decoding_method": method, "lms": ["N", "P"] if method !=
                                                         "greedy_search" else [], "questions": questions,
                                                         "blank_penalty": 1.0, "beam": 4, "lm_scale": 0.5,
@@ -477,7 +477,7 @@ def test_text_models_republish_keeps_the_weights_and_rewrites_only_their_lines(t
                                                                           True),
                            ("modified_beam_search-noq", "modified_beam_search", False)]:
         for t, per in [("test", 88.01 if q else 88.02), ("test_ood", 88.03)]:  # none is the card's
-            _runtime_json(exp / "conditioned" / f"runtime-{run}-{t}.json", method, t, q, per)
+            _runtime_json(exp / "conditioned" / f"runtime-{run}-{t}.json", method, q, per)
     (onnx / "encoder-x.onnx").write_bytes(b"another model")
     with pytest.raises(SystemExit, match="is not the shipped"):  # the figures would not be the shipped files'
         republish()
@@ -488,6 +488,7 @@ def test_text_models_republish_keeps_the_weights_and_rewrites_only_their_lines(t
     new = (out / "MODEL_CARD.md").read_text()
     note = [x for x in new.splitlines() if x.startswith(pub.TEXT_NOTE)]
     assert len(note) == 1 and "question model version 2" in note[0] and "40 h corpus" in note[0]
+
     def table(text):
         lines = text.splitlines()
         a, b = pub.runtime_block(lines)
@@ -514,7 +515,8 @@ def test_text_models_republish_keeps_the_weights_and_rewrites_only_their_lines(t
 
     assert rest(new) == rest(card) and len(new.splitlines()) == len(card.splitlines()) + 2 - \
         (pub.TEXT_NOTE in card) * 2
-    # a second republication replaces the note, it does not add one
+    # a second republication replaces the note, it does not add one (the text models made "before" the
+    # runtime runs, as stage 4 makes them)
     os.utime(onnx / "questions.json.gz", (1, 1))
     os.utime(onnx / "lm-P.arpa.gz", (1, 1))
     republish()
