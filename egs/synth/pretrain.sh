@@ -209,6 +209,15 @@ if run_this 3; then
   done
 fi
 
+# corpus_text DIR HOURS GCIDE_HOURS: the training text of a corpus of --seed made without speech
+# (prepare.sh stage 0) as DIR/synth_cuts_train_text.jsonl.gz, refused when it holds a sentence of
+# dev, test or test_ood
+corpus_text() {
+  ./prepare.sh --dataset synth --data-dir "$1" --train-hours "$2" --gcide-hours "$3" --seed "$seed" --stop-stage 0
+  python3 local/text_cuts.py --text "$1/synth/text/train.jsonl" --out "$1/synth_cuts_train_text.jsonl.gz" \
+    --held-out "$fbank"/synth_cuts_{dev,test,test_ood}.jsonl.gz
+}
+
 if run_this 4; then
   b=
   if [ "$text_models_only" = false ]; then
@@ -220,20 +229,15 @@ if run_this 4; then
   if [ -n "$text_hours" ]; then
     text_dir=$exp_dir/text-${text_hours}h
     log "Stage 4: the training text of a $text_hours h corpus (seed $seed, no speech) in $text_dir"
-    ./prepare.sh --dataset synth --data-dir "$text_dir" --train-hours "$text_hours" --seed "$seed" --stop-stage 0
+    corpus_text "$text_dir" "$text_hours" 0
     text_cuts=$text_dir/synth_cuts_train_text.jsonl.gz
-    python3 local/text_cuts.py --text "$text_dir/synth/text/train.jsonl" --out "$text_cuts" \
-      --held-out "$fbank"/synth_cuts_{dev,test,test_ood}.jsonl.gz
   fi
   lm_n_cuts=$text_cuts
   if [ "$lm_gcide_hours" != 0 ]; then
     gcide_dir=$exp_dir/text-${text_hours:-$train_hours}h-gcide-${lm_gcide_hours}h
     log "Stage 4: the N LM's text, the same Austen text and ~$lm_gcide_hours h of GCIDE's, in $gcide_dir"
-    ./prepare.sh --dataset synth --data-dir "$gcide_dir" --train-hours "${text_hours:-$train_hours}" \
-      --gcide-hours "$lm_gcide_hours" --seed "$seed" --stop-stage 0
+    corpus_text "$gcide_dir" "${text_hours:-$train_hours}" "$lm_gcide_hours"
     lm_n_cuts=$gcide_dir/synth_cuts_train_text.jsonl.gz
-    python3 local/text_cuts.py --text "$gcide_dir/synth/text/train.jsonl" --out "$lm_n_cuts" \
-      --held-out "$fbank"/synth_cuts_{dev,test,test_ood}.jsonl.gz
   fi
   rm -rf "$exp_dir/conditioned/onnx"
   bpe=$bpe_dir/bpe.model

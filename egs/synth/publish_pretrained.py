@@ -302,9 +302,14 @@ def text_source(text_hours: str) -> str:
             f"{text_hours}`: its text only, no speech)" if text_hours else "the training references")
 
 
+def read_gcide(gcide_hours: str) -> bool:
+    """Whether the N LM also read GCIDE text (``--lm-gcide-hours``)."""
+    return gcide_hours not in ("", "0")
+
+
 def lm_row(source: str, gcide_hours: str = "0") -> str:
-    gcide = (f"; N also of ~{gcide_hours} h of the text of Webster's 1913 dictionary, GCIDE" if gcide_hours not in
-             ("", "0") else "")
+    gcide = (f"; N also of ~{gcide_hours} h of the text of Webster's 1913 dictionary, GCIDE"
+             if read_gcide(gcide_hours) else "")
     return (f"| `lm-P.arpa.gz`, `lm-N.arpa.gz` | token 5-gram LMs of {source} (P: cased and "
             f"punctuated, N: normalized{gcide}) for shallow fusion in modified beam search (`local/train_lm.py`) |")
 
@@ -314,7 +319,7 @@ LM_LIMIT = "* The token LMs know"
 
 def lm_limit(gcide_hours: str = "0") -> str:
     """The card's known limit of the LMs."""
-    if gcide_hours in ("", "0"):
+    if not read_gcide(gcide_hours):
         return (f"{LM_LIMIT} the training references only: they help less on other text (`test_ood`) "
                 "and pull rare words towards Austen's spellings; `--lm-scale 0` turns them off.")
     return (f"{LM_LIMIT} Austen's text (P) and Austen's and the dictionary's (N): they help less on other text "
@@ -325,6 +330,22 @@ def questions_row(source: str) -> str:
     return ("| `questions.json.gz` | the question model: which sentences P ends with `?` instead of `.`, read "
             "from their words (`local/train_questions.py`, `zipformer_pc/questions.py`; the runtime applies it "
             f"unless `--questions false`, sherpa-onnx does not), trained on {source} |")
+
+
+def staged_mb(staging: Path, max_mb: float) -> float:
+    """The size of the files staged for publication (the card aside), refused above ``max_mb``."""
+    total = sum(f.stat().st_size for f in staging.iterdir() if f.name != "MODEL_CARD.md") / 2**20
+    if total > max_mb:
+        shutil.rmtree(staging)
+        raise SystemExit(f"The pretrained files take {total:.1f} MB, more than --max-mb {max_mb}")
+    return total
+
+
+def install(staging: Path, out: Path, card: List[str]) -> None:
+    """Write the card into ``staging`` and put it in the place of ``out``."""
+    (staging / "MODEL_CARD.md").write_text("\n".join(card) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
 
 
 def git_commit() -> str:
@@ -385,10 +406,10 @@ def republish_text_models(args) -> None:
     card_path = out / "MODEL_CARD.md"
     if not card_path.exists():
         raise SystemExit(f"{out} has no MODEL_CARD.md: --text-models-only updates a published model")
-    shipped = sorted(out.glob("*.onnx")) + [out / "tokens.txt"]
-    if len(shipped) == 1:
+    onnx = sorted(out.glob("*.onnx"))
+    if not onnx:
         raise SystemExit(f"{out} ships no ONNX files")
-    for f in shipped:  # the runtime table below must describe the files users get
+    for f in onnx + [out / "tokens.txt"]:  # the runtime table below must describe the files users get
         if not (onnx_dir / f.name).exists() or not filecmp.cmp(f, onnx_dir / f.name, shallow=False):
             raise SystemExit(f"{onnx_dir / f.name} is not the shipped {f}: run pretrain.sh --stage 4 "
                              "--text-models-only true (it measures the runtime with the shipped files)")
@@ -408,9 +429,9 @@ def republish_text_models(args) -> None:
     while runtime and not runtime[-1]:
         runtime.pop()
     version = json.loads(gzip.decompress((onnx_dir / "questions.json.gz").read_bytes())).get("version")
-    gcide = (f"; the N LM also on ~{args.lm_gcide_hours} h of GCIDE text" if args.lm_gcide_hours not in ("", "0")
-             else "")
-    note = (f"{TEXT_NOTE} by `{args.command}` (commit {git_commit()}): trained on {text_source(args.text_hours)}"
+    source = text_source(args.text_hours)
+    gcide = f"; the N LM also on ~{args.lm_gcide_hours} h of GCIDE text" if read_gcide(args.lm_gcide_hours) else ""
+    note = (f"{TEXT_NOTE} by `{args.command}` (commit {git_commit()}): trained on {source}"
             f"{gcide}; question model version {version}. The runtime table below was measured again with the "
             "shipped ONNX files; the weights and the other tables are those of the publication above. Against the "
             f"LMs and question model published before: {runtime_changes(lines[start:end], runtime)}.")
@@ -420,7 +441,6 @@ def republish_text_models(args) -> None:
         del lines[earlier - 1:earlier + 1]
     header = next((i for i, x in enumerate(lines) if x.startswith("Trained by ")), 1)
     lines[header + 1:header + 1] = ["", note]
-    source = text_source(args.text_hours)
     for i, x in enumerate(lines):
         if x.startswith("| `lm-P.arpa.gz`"):
             lines[i] = lm_row(source, args.lm_gcide_hours)
@@ -433,14 +453,9 @@ def republish_text_models(args) -> None:
     shutil.copytree(out, staging)
     for f in text_models:
         shutil.copy(f, staging / f.name)
-    total_mb = sum(f.stat().st_size for f in staging.iterdir() if f.name != "MODEL_CARD.md") / 2**20
-    if total_mb > args.max_mb:
-        shutil.rmtree(staging)
-        raise SystemExit(f"The pretrained files take {total_mb:.1f} MB, more than --max-mb {args.max_mb}")
-    lines = [f"Total {total_mb:.1f} MB." if x.startswith("Total ") and x.endswith(" MB.") else x for x in lines]
-    (staging / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")
-    shutil.rmtree(out)
-    staging.rename(out)
+    total_mb = staged_mb(staging, args.max_mb)
+    install(staging, out, [f"Total {total_mb:.1f} MB." if x.startswith("Total ") and x.endswith(" MB.") else x
+                           for x in lines])
     print(f"Republished the LMs and the question model in {out} ({total_mb:.1f} MB)")
 
 
@@ -496,9 +511,7 @@ def main() -> None:
         shutil.copy(f, staging / f.name)
     bpe = sorted(args.data_dir.glob("lang_bpe_*/bpe.model"))[0]
     shutil.copy(bpe, staging / "bpe.model")
-    total_mb = sum(f.stat().st_size for f in staging.iterdir()) / 2**20
-    if total_mb > args.max_mb:
-        raise SystemExit(f"The pretrained files take {total_mb:.1f} MB, more than --max-mb {args.max_mb}")
+    total_mb = staged_mb(staging, args.max_mb)
     rtf = (args.exp_dir / "rtf.md").read_text() if (args.exp_dir / "rtf.md").exists() else "(not measured)\n"
     latency = args.exp_dir / "latency.md"
     latency = latency.read_text().split("\n\n")[-1] if latency.exists() else "(not measured)\n"
@@ -599,9 +612,7 @@ def main() -> None:
                  "keeps its full stop, and it knows the questions of Austen's prose (its threshold is the best on "
                  "`dev`, where ~30% of the sentences are questions, against ~8% in training)."] if questions else []),
               ""]
-    (staging / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")
-    shutil.rmtree(out, ignore_errors=True)
-    staging.rename(out)
+    install(staging, out, lines)
     print(f"Published {out} ({total_mb:.1f} MB)")
 
 
