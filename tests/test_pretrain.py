@@ -43,7 +43,7 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
         for row in ("greedy_search | no | yes", "modified_beam_search | yes | yes", "modified_beam_search | yes | no"):
             assert f"| {t} | {row} |" in runtime, (t, row, runtime)
     assert "`questions.json.gz` | the question model" in card and "--questions false" in card
-    assert "token 5-gram LMs of the training references" in card and "trained on the training references" in card
+    assert "N's normalized, of the training references |" in card and "trained on the training references" in card
     latency = card.split("## Caption latency")[1]
     assert "| chunk-32 | 640 | P |" in latency and "| chunk-16 | 320 | N |" in latency, latency
     assert not any(n.startswith("onnx_chunk") for n in names)  # measured, not shipped

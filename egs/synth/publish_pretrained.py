@@ -310,8 +310,8 @@ def read_gcide(gcide_hours: str) -> bool:
 def lm_row(source: str, gcide_hours: str = "0") -> str:
     gcide = (f"; N also of ~{gcide_hours} h of the text of Webster's 1913 dictionary, GCIDE"
              if read_gcide(gcide_hours) else "")
-    return (f"| `lm-P.arpa.gz`, `lm-N.arpa.gz` | token 5-gram LMs of {source} (P: cased and "
-            f"punctuated, N: normalized{gcide}) for shallow fusion in modified beam search (`local/train_lm.py`) |")
+    return ("| `lm-P.arpa.gz`, `lm-N.arpa.gz` | token 5-gram LMs for shallow fusion in modified beam search "
+            f"(`local/train_lm.py`), P's cased and punctuated, N's normalized, of {source}{gcide} |")
 
 
 LM_LIMIT = "* The token LMs know"
