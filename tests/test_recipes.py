@@ -438,6 +438,19 @@ def test_model_card_names_where_each_model_started(tmp_path):
     assert pub.published_from(out, "norm", exp)
 
 
+def test_a_model_kept_twice_keeps_the_corpus_its_training_read(tmp_path):
+    """The corpus line of a model published unchanged names the card of the corpus it trained on: the
+    earlier card's own commit the first time, the commit that card's line names ever after."""
+    pub = load_script("egs/synth/publish_pretrained.py")
+    card = OLD_CARD + "\n| norm | test set | WER (N) |\n|---|---|---|\n| | test | 8.37 |\n"
+    assert pub.kept_card_lines(card, "norm").source == "commit abc1234"
+    card += "\n* the norm model was trained on the corpus of the earlier card (commit 9dcfef7), not necessarily this one\n"
+    kept = pub.kept_card_lines(card, "norm")
+    assert kept.source == "commit 9dcfef7" and kept.training[0].startswith("* **norm**: 1564 batches")
+    with pytest.raises(SystemExit, match="no training bullet or metric table of conditioned"):
+        pub.kept_card_lines(card, "conditioned")
+
+
 def _runtime_json(path: Path, method: str, questions: bool, per: float) -> None:
     path.write_text(json.dumps({"rtf": 0.05, "search": {"decoding_method": method, "lms": ["N", "P"] if method !=
                                                         "greedy_search" else [], "questions": questions,

@@ -170,7 +170,8 @@ class KeptModel:
     """What an earlier MODEL_CARD.md says of a model published again unchanged."""
     training: List[str]  # its training bullet, with the indented lines under it
     metrics: List[str]  # its metric table (greedy search)
-    source: str  # "commit ABC" of the card's header, or "an earlier commit"
+    source: str  # the card its corpus line names: "commit ABC" (the card's own header or, kept before, its
+    # corpus line's), or "an earlier commit"
     beam_metrics: List[str] = field(default_factory=list)  # its beam-search table, if the card had one
 
 
@@ -194,6 +195,10 @@ def kept_card_lines(card: str, name: str) -> KeptModel:
     commit = card_commit(card)
     if commit:
         kept.source = f"commit {commit}"
+    # kept before too: its corpus is still the one that card's line names, not the card's own
+    m = re.search(rf"^\* the {name} model was trained on the corpus of the earlier card \(([^)]*)\)", card, re.M)
+    if m:
+        kept.source = m.group(1)
     if not kept.training or not kept.metrics:
         raise SystemExit(f"The shipped MODEL_CARD.md has no training bullet or metric table of {name}: "
                          f"publish it with --models including {name}")
