@@ -438,7 +438,7 @@ def test_model_card_names_where_each_model_started(tmp_path):
     assert pub.published_from(out, "norm", exp)
 
 
-def test_a_model_kept_twice_keeps_the_corpus_its_training_read(tmp_path):
+def test_a_model_kept_twice_keeps_the_corpus_its_training_read():
     """The corpus line of a model published unchanged names the card of the corpus it trained on: the
     earlier card's own commit the first time, the commit that card's line names ever after."""
     pub = load_script("egs/synth/publish_pretrained.py")
