@@ -178,11 +178,23 @@ class KeptModel:
 KEPT_NOTE = "  (kept as the previous publication shipped it"
 
 
+def kept_corpus_line(name: str, source: str) -> str:
+    """The card's Data line of model ``name`` published unchanged: the card of the corpus it trained on."""
+    return f"* the {name} model was trained on the corpus of the earlier card ({source}), not necessarily this one"
+
+
 def kept_card_lines(card: str, name: str) -> KeptModel:
     """The lines of an earlier MODEL_CARD.md about model ``name``."""
     lines = card.splitlines()
     kept = KeptModel([], [], "an earlier commit")
+    commit = card_commit(card)
+    if commit:
+        kept.source = f"commit {commit}"
+    corpus_head, corpus_tail = kept_corpus_line(name, "\0").split("\0")
     for i, line in enumerate(lines):
+        if line.startswith(corpus_head) and line.endswith(corpus_tail):
+            # kept before too: its corpus is still the one that card's line names, not the card's own
+            kept.source = line[len(corpus_head):-len(corpus_tail)]
         if line.startswith(f"* **{name}**:"):
             kept.training = [line] + [x for x in _run(lines[i + 1:], lambda x: x.startswith("  "))
                                       if not x.startswith(KEPT_NOTE)]  # main() adds the note once
@@ -192,13 +204,6 @@ def kept_card_lines(card: str, name: str) -> KeptModel:
                 kept.metrics = table
             elif not kept.beam_metrics:
                 kept.beam_metrics = table
-    commit = card_commit(card)
-    if commit:
-        kept.source = f"commit {commit}"
-    # kept before too: its corpus is still the one that card's line names, not the card's own
-    m = re.search(rf"^\* the {name} model was trained on the corpus of the earlier card \(([^)]*)\)", card, re.M)
-    if m:
-        kept.source = m.group(1)
     if not kept.training or not kept.metrics:
         raise SystemExit(f"The shipped MODEL_CARD.md has no training bullet or metric table of {name}: "
                          f"publish it with --models including {name}")
@@ -601,8 +606,7 @@ def main() -> None:
     for part, names in voices.items():
         lines.append(voices_line(part, names))
     for name in kept:
-        lines.append(f"* the {name} model was trained on the corpus of the earlier card ({kept[name].source}), "
-                     "not necessarily this one")
+        lines.append(kept_corpus_line(name, kept[name].source))
     lines += ["", stats.strip(), "", "## Known limits", "",
               "* Trained and tested on synthetic speech only: expect much worse results on real recordings, "
               "other accents, noise or far-field audio.",
