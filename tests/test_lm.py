@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from zipformer_pc.lm import BOS, EOS, NgramLm
+from zipformer_pc.lm import ARPA_DECIMALS, BOS, EOS, LOG10, NgramLm
 
 TEXT = [
     "the cat sat on the mat".split(),
@@ -67,8 +67,12 @@ def test_arpa_round_trip_and_bad_files(tmp_path):
         lm.write_arpa(tmp_path / name)
         back = NgramLm.read_arpa(tmp_path / name)
         assert back.order == 3 and back.counts() == lm.counts()
+        # ARPA_DECIMALS (4) decimals of log10: each figure within half a unit of the last one
+        tol = 0.5 * 10 ** -ARPA_DECIMALS * LOG10 + 1e-12
         for g, p in lm.probs.items():
-            assert back.probs[g] == pytest.approx(p, abs=1e-5)
+            assert back.probs[g] == pytest.approx(p, abs=tol)
+        for g, b in lm.backoffs.items():
+            assert back.backoffs[g] == pytest.approx(b, abs=tol)
         assert set(back.backoffs) == set(lm.backoffs)
     with gzip.open(tmp_path / "lm.arpa.gz", "rt") as f:
         head = f.read(200)

@@ -438,6 +438,20 @@ def test_model_card_names_where_each_model_started(tmp_path):
     assert pub.published_from(out, "norm", exp)
 
 
+def test_the_size_budget_counts_megabytes_of_a_million_bytes(tmp_path):
+    """--max-mb is decimal: 1,020,000 bytes are over 1 MB (they would be 0.97 MiB); the card aside."""
+    pub = load_script("egs/synth/publish_pretrained.py")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "encoder.onnx").write_bytes(b"\0" * 1_000_000)
+    (staging / "MODEL_CARD.md").write_bytes(b"\0" * 500_000)
+    assert pub.staged_mb(staging, 1.0) == pytest.approx(1.0)
+    (staging / "tokens.txt").write_bytes(b"\0" * 20_000)
+    with pytest.raises(SystemExit, match=r"1.02 MB \(of 10\^6 bytes\), more than --max-mb 1.0"):
+        pub.staged_mb(staging, 1.0)
+    assert not staging.exists()  # the refused staging is removed, the published files untouched
+
+
 def test_a_model_kept_twice_keeps_the_corpus_its_training_read():
     """The corpus line of a model published unchanged names the card of the corpus it trained on: the
     earlier card's own commit the first time, the commit that card's line names ever after."""

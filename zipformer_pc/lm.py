@@ -6,7 +6,8 @@ normalized text: ``zipformer_pc.data.references``) with interpolated
 Kneser-Ney smoothing (one discount per order, Ney's estimate
 ``n1 / (n1 + 2 n2)`` from the counts of counts), and stored in the ARPA
 format that KenLM, SRILM and kaldilm read and write (log10 probabilities
-and backoff weights; gzip when the name ends in ``.gz``).  The words of
+and backoff weights, four decimals: ``ARPA_DECIMALS``; gzip when the name
+ends in ``.gz``).  The words of
 the ARPA file are the sentencepiece pieces, so a model is tied to a
 tokenizer's pieces, not to its ids.
 
@@ -32,6 +33,10 @@ DEFAULT_LM_SCALE = 0.5
 DEFAULT_LM_TOKEN_BONUS = 1.0
 LOG10 = math.log(10.0)
 _NO_PROB = -99.0  # log10 of the <s> unigram (never predicted), as SRILM and KenLM write it
+# decimals of the log10 figures in a written ARPA file: a rounding of at most 5e-5 (a probability
+# off by 0.012% of itself) that no search result on the synthetic corpus depends on, and a shipped
+# 5-gram file ~19% smaller gzipped than with KenLM's six (lm-N 5.18 -> 4.21 MB)
+ARPA_DECIMALS = 4
 
 Gram = Tuple[str, ...]
 
@@ -144,9 +149,9 @@ class NgramLm:
             for n in range(1, self.order + 1):
                 f.write(f"\n\\{n}-grams:\n")
                 for g in sorted(by_order[n]):
-                    line = f"{self.probs[g] / LOG10:.6f}\t{' '.join(g)}"
+                    line = f"{self.probs[g] / LOG10:.{ARPA_DECIMALS}f}\t{' '.join(g)}"
                     if g in self.backoffs:
-                        line += f"\t{self.backoffs[g] / LOG10:.6f}"
+                        line += f"\t{self.backoffs[g] / LOG10:.{ARPA_DECIMALS}f}"
                     f.write(line + "\n")
             f.write("\n\\end\\\n")
 

@@ -28,8 +28,8 @@ the card only the header's note (with what the runtime table said before),
 the two files' rows, the LMs' known limit, the total size and the runtime
 table change.
 
-Refuses to publish when the files would exceed ``--max-mb`` (60 MB: the
-project's budget for shipped models).
+Refuses to publish when the files would exceed ``--max-mb`` (60 MB of
+10^6 bytes: the project's budget for shipped models).
 """
 
 import argparse
@@ -65,7 +65,7 @@ def get_parser() -> argparse.ArgumentParser:
                         "--text-hours), not --data-dir's references")
     p.add_argument("--lm-gcide-hours", default="0",
                    help="the N LM also learnt ~this many hours of GCIDE text (pretrain.sh --lm-gcide-hours)")
-    p.add_argument("--max-mb", type=float, default=60.0)
+    p.add_argument("--max-mb", type=float, default=60.0, help="budget of the shipped files, in MB of 10^6 bytes")
     p.add_argument("--models", default="norm,conditioned",
                    help="models of --exp-dir to publish; the others keep what --out-dir ships")
     p.add_argument("--text-models-only", type=str2bool, default=False,
@@ -344,10 +344,10 @@ def questions_row(source: str) -> str:
 
 def staged_mb(staging: Path, max_mb: float) -> float:
     """The size of the files staged for publication (the card aside), refused above ``max_mb``."""
-    total = sum(f.stat().st_size for f in staging.iterdir() if f.name != "MODEL_CARD.md") / 2**20
+    total = sum(f.stat().st_size for f in staging.iterdir() if f.name != "MODEL_CARD.md") / 1e6
     if total > max_mb:
         shutil.rmtree(staging)
-        raise SystemExit(f"The pretrained files take {total:.1f} MB, more than --max-mb {max_mb}")
+        raise SystemExit(f"The pretrained files take {total:.2f} MB (of 10^6 bytes), more than --max-mb {max_mb}")
     return total
 
 
