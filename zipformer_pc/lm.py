@@ -34,8 +34,8 @@ DEFAULT_LM_TOKEN_BONUS = 1.0
 LOG10 = math.log(10.0)
 _NO_PROB = -99.0  # log10 of the <s> unigram (never predicted), as SRILM and KenLM write it
 # decimals of the log10 figures in a written ARPA file: a rounding of at most 5e-5 (a probability
-# off by 0.012% of itself) that no search result on the synthetic corpus depends on, and a shipped
-# 5-gram file ~19% smaller gzipped than with KenLM's six (lm-N 5.18 -> 4.21 MB)
+# off by 0.012% of itself; the shipped model's beam-search figures on test and test_ood came out
+# the same) for a shipped 5-gram file ~19% smaller gzipped than with KenLM's six (5.18 -> 4.21 MB)
 ARPA_DECIMALS = 4
 
 Gram = Tuple[str, ...]
