@@ -69,11 +69,11 @@ def test_arpa_round_trip_and_bad_files(tmp_path):
         assert back.order == 3 and back.counts() == lm.counts()
         # ARPA_DECIMALS (4) decimals of log10: each figure within half a unit of the last one
         tol = 0.5 * 10 ** -ARPA_DECIMALS * LOG10 + 1e-12
+        assert set(back.backoffs) == set(lm.backoffs)
         for g, p in lm.probs.items():
             assert back.probs[g] == pytest.approx(p, abs=tol)
         for g, b in lm.backoffs.items():
             assert back.backoffs[g] == pytest.approx(b, abs=tol)
-        assert set(back.backoffs) == set(lm.backoffs)
     with gzip.open(tmp_path / "lm.arpa.gz", "rt") as f:
         head = f.read(200)
     assert head.lstrip().startswith("\\data\\") and "ngram 3=" in head
