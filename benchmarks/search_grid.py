@@ -51,7 +51,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--int8", action="store_true", help="the int8 models")
     p.add_argument("--piece-seconds", type=float, default=0.1)
     p.add_argument("--output-json", type=Path, default=None)
-    add_search_options(p)  # --beam-size, --lm-scale, --lm-token-bonus, --questions (a grid value wins)
+    add_search_options(p)  # --beam-size, --lm-scale, --lm-token-bonus, --lodr-scale, --questions (a grid value wins)
     return p
 
 
@@ -87,7 +87,8 @@ def table(rows: List[Dict[str, object]]) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         search = "greedy" if r["decoding_method"] == "greedy_search" else f"beam {r['beam']}" + \
-            (f" + LMs {r['lm_scale']:g}" if r["lm_scale"] else "")
+            (f" + LMs {r['lm_scale']:g}" if r["lm_scale"] else "") + \
+            (f" - LODR {r['lodr_scale']:g}" if r.get("lodr_scale") else "")
         lines.append(f"| {search} | {r['blank_penalty']:g} | {fmt(r['wer'])} | {fmt(r['pc_wer'])} | "
                      f"{fmt(r['punc_er'])} | {fmt(r['case_er'])} | {fmt(r['per'])} | {r['rtf']:.3f} |")
     return "\n".join(lines)
@@ -111,7 +112,8 @@ def main(argv=None) -> List[Dict[str, object]]:
                      cell["blank_penalty"], len(utts))
         run = utterances.decode(rec, utts, args.piece_seconds, progress_every=0)
         rows.append(row({**cell, "beam": kw["beam"], "lm_scale": kw["lm_scale"],
-                         "lm_token_bonus": kw["lm_token_bonus"], "questions": rec.questions is not None},
+                         "lm_token_bonus": kw["lm_token_bonus"], "lodr_scale": kw["lodr_scale"],
+                         "questions": rec.questions is not None},
                         utterances.score(run.decoded), run.rtf))
     print(f"{args.cuts}: {len(utts)} utterances, model {args.model_dir}, {args.num_threads} encoder thread(s)")
     print(table(rows))

@@ -7,7 +7,10 @@ Usage:
 
 Writes ``lm-P.arpa.gz`` (the P references' pieces: cased, punctuated) and
 ``lm-N.arpa.gz`` (the N references') to ``--out-dir``: interpolated
-Kneser-Ney (``zipformer_pc.lm``), ARPA format.  Put them beside an ONNX
+Kneser-Ney (``zipformer_pc.lm``), ARPA format.  ``--prefix lodr --order 2
+--prune ''`` writes the LODR bigrams ``lodr-P.arpa.gz`` / ``lodr-N.arpa.gz``
+instead, which beam search subtracts (they stand for the predictor's
+internal LM: train them on the transducer's own training references).  Put them beside an ONNX
 export and ``export/onnx_streaming.py --decoding-method modified_beam_search``
 fuses them (``--lm-scale``).  Only training references belong here: an LM
 that has read the test text would make the test figures meaningless.
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from zipformer_pc.data.references import SupervisionsOnce, get_n, get_p
 from zipformer_pc.data.tokenizer import Tokenizer
-from zipformer_pc.lm import NgramLm
+from zipformer_pc.lm import LM_PREFIXES, NgramLm
 
 MODES = ("P", "N")
 
@@ -35,6 +38,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--prune", default="0,0,1,1,1",
                    help="per order from 1: drop n-grams seen at most this often (empty: keep all)")
     p.add_argument("--modes", default="P,N", help="comma list of the modes to train an LM for")
+    p.add_argument("--prefix", choices=LM_PREFIXES, default="lm",
+                   help="the files' names, PREFIX-MODE.arpa.gz: lm (fused) or lodr (the low-order LM subtracted)")
     return p
 
 
@@ -70,7 +75,7 @@ def main(argv=None) -> None:
         t0 = time.time()
         lm = NgramLm.train((tok.sp.encode(t, out_type=str) for t in texts[m]), args.order,
                            vocab=[p for p in pieces if p not in special], prune=prune)
-        out = args.out_dir / f"lm-{m}.arpa.gz"
+        out = args.out_dir / f"{args.prefix}-{m}.arpa.gz"
         lm.write_arpa(out)
         logging.info("%s: %d references, %d-gram LM with %s n-grams per order (%.0f s), %.1f MB -> %s", m,
                      len(texts[m]), args.order, lm.counts(), time.time() - t0, out.stat().st_size / 1e6, out)

@@ -208,10 +208,18 @@ def test_beam_search_fuses_a_token_lm(trained_tiny_model, tiny_corpus, tmp_path)
     fused = modified_beam_search(model, enc, enc_lens, MODE_P, beam=4, unk_id=tok.unk_id, lm=lm.bind(pieces),
                                  lm_scale=1.0, lm_token_bonus=20.0)
     assert all(fused) and {pieces[i] for h in fused for i in h} <= set(allowed), fused
+    # LODR with the LM itself as the bigram, at the LM's weight and no bonus: the search without the LM
+    bound = lm.bind(pieces)
+    assert modified_beam_search(model, enc, enc_lens, MODE_P, beam=4, unk_id=tok.unk_id,
+                                lm=bound.with_lodr(bound, 1.0), lm_scale=1.0, lm_token_bonus=0.0) == plain
 
     decode(trained_tiny_model, tiny_corpus, "--decoding-method", "modified_beam_search", "--lm-dir", str(tmp_path))
     out = exp_dir / "modified_beam_search"
     assert list(out.glob("results-modified_beam_search-*-lm-0.5-bonus-1*.md"))
+    assert not list(out.glob("*-lodr-*"))
+    lm.write_arpa(tmp_path / "lodr-P.arpa.gz")  # LODR bigrams in the dir: the runtime's LODR defaults
+    decode(trained_tiny_model, tiny_corpus, "--decoding-method", "modified_beam_search", "--lm-dir", str(tmp_path))
+    assert list(out.glob("results-modified_beam_search-*-lm-0.6-bonus-0.5-lodr-0.25*.md"))
     r = subprocess.run([sys.executable, "-m", "zipformer_pc.decoding.decode", "--exp-dir", str(exp_dir), "--epoch",
                         str(epoch), "--bpe-model", "x", "--test-sets", "t=x", "--lm-dir", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -109,6 +109,39 @@ def test_bound_scores_equal_the_models_probabilities_for_every_token():
         lm.bind(["<blk>", "the"])
 
 
+def test_lodr_subtracts_the_low_order_lm_from_what_fusion_adds():
+    """LodrLm's fusion is the LM's less lodr_scale times the bigram's log probability of each token
+    after the state's last token (<s> at the start); blank and <unk> stay at 0; the states are the LM's."""
+    from zipformer_pc.lm import LodrLm, fusion_defaults
+
+    tokens = ["<blk>"] + VOCAB + ["<unk>"]
+    ids = {t: i for i, t in enumerate(tokens)}
+    lm = NgramLm.train(TEXT, 3, vocab=VOCAB).bind(tokens)
+    low = NgramLm.train(TEXT[:4], 2, vocab=VOCAB).bind(tokens)
+    lodr = lm.with_lodr(low, 0.3)
+    states = [lm.state_after([]), lm.state_after([ids["the"]]), lm.state_after([ids["on"], ids["the"], ids["cat"]])]
+    got = lodr.fusion(states, 0.6, 0.5, skip=(0, ids["<unk>"]))
+    plain = lm.fusion(states, 0.6, 0.5, skip=(0, ids["<unk>"]))
+    for row, words in zip(range(3), ([BOS], ["the"], ["cat"])):
+        ctx = [words[-1]]
+        for w in ("the", "cat", "zebra", "sat"):
+            bigram = low.scores((ids.get(ctx[0], -1),))[ids[w]]
+            assert got[row, ids[w]] == pytest.approx(plain[row, ids[w]] - 0.3 * bigram, abs=1e-12), (words, w)
+        assert got[row, 0] == got[row, ids["<unk>"]] == 0.0
+    assert (got > plain)[:, 1:-1].all()  # a log probability below 0, subtracted: every token gains
+    assert (lm.with_lodr(low, 0.0).fusion(states, 0.6, 0.5) == lm.fusion(states, 0.6, 0.5)).all()
+    # the LM itself as its own low-order LM at the same weight leaves the bonus only
+    bigram = NgramLm.train(TEXT, 2, vocab=VOCAB).bind(tokens)
+    assert bigram.with_lodr(bigram, 0.6).fusion(states, 0.6, 0.5)[:, 1:-1] == pytest.approx(0.5)
+    assert lodr.state_after([ids["a"], ids["cat"]]) == lm.state_after([ids["a"], ids["cat"]])
+    assert lodr.next_state((ids["a"], ids["cat"]), ids["sat"]) == (ids["cat"], ids["sat"])
+    with pytest.raises(ValueError, match="order"):
+        LodrLm(low, lm, 0.3)
+    with pytest.raises(ValueError, match="lodr_scale"):
+        lm.with_lodr(low, -0.1)
+    assert fusion_defaults(False)[2] == 0.0 and fusion_defaults(True)[2] > 0
+
+
 def test_train_lm_writes_a_p_and_an_n_model_from_training_references(tiny_corpus, tmp_path):
     from conftest import local_module
 
@@ -125,3 +158,12 @@ def test_train_lm_writes_a_p_and_an_n_model_from_training_references(tiny_corpus
     assert not any(t.strip("\u2581")[:1].isupper() for t in seen_n)
     with pytest.raises(SystemExit, match="modes"):
         train_lm.main(["--cuts", str(cuts[0]), "--bpe-model", str(bpe), "--out-dir", str(tmp_path), "--modes", "X"])
+    # the LODR bigrams: other names, order 2, unpruned; the LMs beside them untouched
+    before = (tmp_path / "lm-P.arpa.gz").read_bytes()
+    train_lm.main(["--cuts", str(cuts[0]), "--bpe-model", str(bpe), "--out-dir", str(tmp_path), "--order", "2",
+                   "--prune", "", "--prefix", "lodr"])
+    low = NgramLm.read_arpa(tmp_path / "lodr-P.arpa.gz")
+    # the same text's bigrams as the 3-gram LM's (its --prune 0,0,1 drops trigrams only)
+    assert low.order == 2 and {g for g in low.probs if len(g) == 2} == {g for g in lm_p.probs if len(g) == 2}
+    assert NgramLm.read_arpa(tmp_path / "lodr-N.arpa.gz").order == 2
+    assert (tmp_path / "lm-P.arpa.gz").read_bytes() == before

@@ -497,8 +497,8 @@ def test_beam_search_fuses_each_modes_token_lm(tmp_path, tokens_file):
     model dir's LMs by default in beam search only."""
     import argparse
 
-    from zipformer_pc.lm import NgramLm
-    from zipformer_pc.runtime.recognizer import DEFAULT_LM_SCALE, add_search_options, search_kwargs
+    from zipformer_pc.lm import DEFAULT_LM_SCALE, NgramLm
+    from zipformer_pc.runtime.recognizer import add_search_options, search_kwargs
 
     export_model(random_model("conditioned"), tmp_path, tokens_file, CHUNK, LEFT)
     x = np.random.default_rng(1).standard_normal(3 * 16000).astype(np.float32) * 0.1
@@ -531,6 +531,50 @@ def test_beam_search_fuses_each_modes_token_lm(tmp_path, tokens_file):
     assert search_kwargs(beam, tmp_path / "elsewhere")["lm_scale"] == 0.0
     assert search_kwargs(p.parse_args(["--decoding-method", "modified_beam_search", "--lm-scale", "0"]),
                          tmp_path)["lm_scale"] == 0.0
+
+
+def test_lodr_bigrams_beside_the_lms_are_subtracted_by_default(tmp_path, tokens_file):
+    """LODR: with ``lodr-MODE.arpa.gz`` beside the LMs the options' defaults become the LODR ones
+    (``fusion_defaults(True)``) and the recognizer subtracts the bigram; subtracting the LM itself at
+    its own weight, with no bonus, gives the search without the LM.  Missing bigrams or LODR without
+    an LM are refused."""
+    import argparse
+
+    from zipformer_pc.lm import LodrLm, NgramLm, fusion_defaults
+    from zipformer_pc.runtime.recognizer import add_search_options, search_kwargs
+
+    export_model(random_model("conditioned"), tmp_path, tokens_file, CHUNK, LEFT)
+    x = np.random.default_rng(1).standard_normal(3 * 16000).astype(np.float32) * 0.1
+
+    def tokens_of(rec):
+        return {m: list(h.tokens) for m, h in decoded(rec, x).hyps.items()}
+
+    beam = {"decoding_method": "modified_beam_search"}
+    plain = tokens_of(StreamingRecognizer.from_dir(tmp_path, **beam))
+    pieces = [line.split()[0] for line in open(tmp_path / "tokens.txt")]
+    allowed = sorted({pieces[i] for i in plain["P"]})[:2]
+    lm = NgramLm.train([allowed * 3, allowed[::-1] * 2], 2)
+    lm.write_arpa(tmp_path / "lm-P.arpa.gz")
+    fused = tokens_of(StreamingRecognizer.from_dir(tmp_path, lm_scale=1.0, lm_token_bonus=0.0, **beam))
+    assert fused["P"] != plain["P"]  # the LM moves the search ...
+    with pytest.raises(FileNotFoundError, match="lodr-MODE"):
+        StreamingRecognizer.from_dir(tmp_path, lm_scale=1.0, lodr_scale=1.0, **beam)
+    lm.write_arpa(tmp_path / "lodr-P.arpa.gz")
+    rec = StreamingRecognizer.from_dir(tmp_path, lm_scale=1.0, lm_token_bonus=0.0, lodr_scale=1.0, **beam)
+    assert isinstance(rec.lms["P"], LodrLm)
+    assert tokens_of(rec) == plain  # ... and the same LM subtracted at its weight moves it back
+    with pytest.raises(ValueError, match="lm_scale > 0"):
+        StreamingRecognizer.from_dir(tmp_path, lodr_scale=0.25, **beam)
+    p = argparse.ArgumentParser()
+    add_search_options(p)
+    kw = search_kwargs(p.parse_args(["--decoding-method", "modified_beam_search"]), tmp_path)
+    assert (kw["lm_scale"], kw["lm_token_bonus"], kw["lodr_scale"]) == fusion_defaults(True)
+    kw = search_kwargs(p.parse_args(["--decoding-method", "modified_beam_search", "--lodr-scale", "0"]), tmp_path)
+    assert kw["lodr_scale"] == 0.0 and kw["lm_scale"] == fusion_defaults(True)[0]
+    assert search_kwargs(p.parse_args([]), tmp_path)["lodr_scale"] == 0.0  # greedy search fuses nothing
+    (tmp_path / "lodr-P.arpa.gz").unlink()
+    kw = search_kwargs(p.parse_args(["--decoding-method", "modified_beam_search"]), tmp_path)
+    assert (kw["lm_scale"], kw["lm_token_bonus"], kw["lodr_scale"]) == fusion_defaults(False)
 
 
 def test_search_options_are_checked(tmp_path, tokens_file):

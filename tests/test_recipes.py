@@ -468,8 +468,8 @@ def test_a_model_kept_twice_keeps_the_corpus_its_training_read():
 def _runtime_json(path: Path, method: str, questions: bool, per: float) -> None:
     path.write_text(json.dumps({"rtf": 0.05, "search": {"decoding_method": method, "lms": ["N", "P"] if method !=
                                                         "greedy_search" else [], "questions": questions,
-                                                        "blank_penalty": 1.0, "beam": 4, "lm_scale": 0.5,
-                                                        "lm_token_bonus": 1.0},
+                                                        "blank_penalty": 1.0, "beam": 4, "lm_scale": 0.6,
+                                                        "lm_token_bonus": 0.5, "lodr_scale": 0.25},
                                 "scores": {"N": {"wer": 99.01}, "P": {"pc_wer": 99.02, "punc_er": 99.03,
                                                                       "case_er": 99.04, "per": per}}}))
 
@@ -490,6 +490,7 @@ def test_text_models_republish_keeps_the_weights_and_rewrites_only_their_lines(t
         if name.endswith((".onnx", ".txt")):
             (onnx / name).write_bytes(data)
     (onnx / "lm-P.arpa.gz").write_bytes(b"new lm")
+    (onnx / "lodr-P.arpa.gz").write_bytes(b"bigram")
     (onnx / "questions.json.gz").write_bytes(gzip.compress(json.dumps({"version": 2}).encode()))
     args = ["--exp-dir", str(exp), "--data-dir", str(tmp_path), "--out-dir", str(out), "--text-hours", "40",
             "--command", "pretrain.sh --stage 4 --text-models-only true", "--text-models-only", "true",
@@ -511,6 +512,7 @@ def test_text_models_republish_keeps_the_weights_and_rewrites_only_their_lines(t
     (onnx / "encoder-x.onnx").write_bytes(b"enc")
     republish()
     assert (out / "lm-P.arpa.gz").read_bytes() == b"new lm" and (out / "encoder-x.onnx").read_bytes() == b"enc"
+    assert (out / "lodr-P.arpa.gz").read_bytes() == b"bigram"
     assert (out / "conditioned.pt").read_bytes() == b"w" and not (tmp_path / "pretrained.new").exists()
     new = (out / "MODEL_CARD.md").read_text()
     note = [x for x in new.splitlines() if x.startswith(pub.TEXT_NOTE)]
@@ -530,6 +532,10 @@ def test_text_models_republish_keeps_the_weights_and_rewrites_only_their_lines(t
     assert "questions.json.gz` | the question model" in new and "trained on the training text of a 40 h" in new
     assert "N also of ~100 h of the text of Webster's" in new and "; the N LM also on ~100 h of GCIDE text;" in note[0]
     assert "* The token LMs know Austen's text (P) and Austen's and the dictionary's (N)" in new
+    lodr_rows = [x for x in new.splitlines() if x.startswith(pub.LODR_ROW)]
+    assert len(lodr_rows) == 1 and "token bigrams" in lodr_rows[0] and "of the training text of a 40 h" in lodr_rows[0]
+    assert ("fuses `lm-P.arpa.gz` / `lm-N.arpa.gz` with `--lm-scale 0.6 --lm-token-bonus 0.5`, less `--lodr-scale "
+            "0.25` times the log probability of the LODR bigrams") in new
     assert re.search(r"^Total 0\.0 MB\.$", new, re.M)
 
     def rest(text):  # the lines a text-model republication leaves alone
@@ -538,17 +544,20 @@ def test_text_models_republish_keeps_the_weights_and_rewrites_only_their_lines(t
         lines = lines[:a] + lines[b:]
         lines = [x for i, x in enumerate(lines) if not (x.startswith(pub.TEXT_NOTE) or lines[i + 1:i + 2] and
                                                         lines[i + 1].startswith(pub.TEXT_NOTE))]
-        return [x for x in lines if not x.startswith(("| `lm-P", "| `questions", "Total ", pub.LM_LIMIT))]
+        return [x for x in lines if not x.startswith(("| `lm-P", "| `questions", "Total ", pub.LM_LIMIT, pub.LODR_ROW))]
 
     assert rest(new) == rest(card) and len(new.splitlines()) == len(card.splitlines()) + 2 - \
-        (pub.TEXT_NOTE in card) * 2
+        (pub.TEXT_NOTE in card) * 2 + (pub.LODR_ROW not in card)
     # a second republication replaces the note, it does not add one (the text models made "before" the
     # runtime runs, as stage 4 makes them)
     os.utime(onnx / "questions.json.gz", (1, 1))
     os.utime(onnx / "lm-P.arpa.gz", (1, 1))
+    (onnx / "lodr-P.arpa.gz").unlink()  # the bigrams shipped before stay, and so does their row
     republish()
     again = (out / "MODEL_CARD.md").read_text()
     assert len([x for x in again.splitlines() if x.startswith(pub.TEXT_NOTE)]) == 1
+    assert len([x for x in again.splitlines() if x.startswith(pub.LODR_ROW)]) == 1
+    assert (out / "lodr-P.arpa.gz").read_bytes() == b"bigram"
     assert rest(again) == rest(new) and "PER 88.01 -> 88.01" not in again and "unchanged" in again
 
 

@@ -14,6 +14,13 @@ tokenizer's pieces, not to its ids.
 In search (:meth:`NgramLm.bind`), a path's LM state is its last
 ``order - 1`` tokens after ``<s>``; ``</s>`` is not scored (a stream has
 no known end).
+
+LODR (low-order density ratio, Zheng et al., arXiv 2203.16776): a
+transducer's predictor has learnt the token statistics of its training
+text, and shallow fusion counts them twice.  A token bigram of that text
+(``lodr-MODE.arpa.gz``, ``local/train_lm.py --prefix lodr --order 2``)
+stands for that internal LM, and :meth:`BoundLm.with_lodr` subtracts
+``lodr_scale`` times its log probability from what fusion adds.
 """
 
 import gzip
@@ -31,6 +38,12 @@ BOS, EOS = "<s>", "</s>"
 # corpus's dev set with the shipped model and its 5-gram LMs (egs/synth/pretrained/MODEL_CARD.md)
 DEFAULT_LM_SCALE = 0.5
 DEFAULT_LM_TOKEN_BONUS = 1.0
+# ... and with LODR (the lodr-MODE files beside the LMs): the best of a grid on the same dev set; the
+# subtracted bigram gives back part of the LM's cost per token, so the scale rises and the bonus falls
+DEFAULT_LODR_LM_SCALE = 0.6
+DEFAULT_LODR_LM_TOKEN_BONUS = 0.5
+DEFAULT_LODR_SCALE = 0.25
+LM_PREFIXES = ("lm", "lodr")  # the file names' prefixes: PREFIX-MODE.arpa[.gz]
 LOG10 = math.log(10.0)
 _NO_PROB = -99.0  # log10 of the <s> unigram (never predicted), as SRILM and KenLM write it
 # decimals of the log10 figures in a written ARPA file: a rounding of at most 5e-5 (a probability
@@ -210,9 +223,19 @@ class NgramLm:
         return BoundLm(self, tokens)
 
 
-def find_lm(directory, mode: str) -> Optional[Path]:
-    """The token LM of output mode ``mode`` in ``directory`` (``lm-MODE.arpa.gz`` or ``.arpa``), if any."""
-    for name in (f"lm-{mode}.arpa.gz", f"lm-{mode}.arpa"):
+def fusion_defaults(lodr: bool) -> Tuple[float, float, float]:
+    """Beam search's default ``(lm_scale, lm_token_bonus, lodr_scale)`` with or without LODR files."""
+    if lodr:
+        return DEFAULT_LODR_LM_SCALE, DEFAULT_LODR_LM_TOKEN_BONUS, DEFAULT_LODR_SCALE
+    return DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS, 0.0
+
+
+def find_lm(directory, mode: str, prefix: str = "lm") -> Optional[Path]:
+    """The token LM of output mode ``mode`` in ``directory`` (``PREFIX-MODE.arpa.gz`` or ``.arpa``;
+    prefix ``lm`` for fusion, ``lodr`` for its low-order bigram), if any."""
+    if prefix not in LM_PREFIXES:
+        raise ValueError(f"prefix must be one of {', '.join(LM_PREFIXES)}, not {prefix!r}")
+    for name in (f"{prefix}-{mode}.arpa.gz", f"{prefix}-{mode}.arpa"):
         if (Path(directory) / name).exists():
             return Path(directory) / name
     return None
@@ -296,6 +319,10 @@ class BoundLm:
         out[:, [i for i in skip if i >= 0]] = 0.0
         return out
 
+    def with_lodr(self, low: "BoundLm", lodr_scale: float) -> "LodrLm":
+        """This LM in fusion with ``low`` (the LODR bigram) subtracted ``lodr_scale`` times."""
+        return LodrLm(self, low, lodr_scale)
+
     def next_state(self, state: Tuple[int, ...], token: int) -> Tuple[int, ...]:
         if self.order == 1:
             return ()
@@ -326,3 +353,37 @@ class BoundLm:
             self._cache.clear()
         self._cache[state] = vec
         return vec
+
+
+class LodrLm:
+    """Shallow fusion with a low-order density ratio: a :class:`BoundLm` whose
+    fusion scores are ``scale * log P_LM + bonus - lodr_scale * log P_low``,
+    ``low`` being a low-order LM of the transducer's training text (a token
+    bigram).  Searches use it as a :class:`BoundLm` (the same states: the
+    low LM's context is the end of the LM's, so its order must not be
+    higher)."""
+
+    def __init__(self, lm: BoundLm, low: BoundLm, lodr_scale: float) -> None:
+        if lodr_scale < 0:
+            raise ValueError(f"lodr_scale must not be negative, got {lodr_scale}")
+        if low.order > lm.order:
+            raise ValueError(f"the LODR LM's order ({low.order}) is higher than the LM's ({lm.order})")
+        self.lm, self.low, self.lodr_scale = lm, low, lodr_scale
+        self.order = lm.order
+
+    def fusion(self, states: Sequence[Tuple[int, ...]], scale: float, bonus: float,
+               skip: Sequence[int] = ()) -> np.ndarray:
+        out = self.lm.fusion(states, scale, bonus, skip)
+        keep = self.low.order - 1
+        low = np.stack([self.low.scores(s[len(s) - keep:] if keep else ()) for s in states]) * self.lodr_scale
+        low[:, [i for i in skip if i >= 0]] = 0.0
+        return out - low
+
+    def next_state(self, state: Tuple[int, ...], token: int) -> Tuple[int, ...]:
+        return self.lm.next_state(state, token)
+
+    def state_after(self, tokens: Sequence[int]) -> Tuple[int, ...]:
+        return self.lm.state_after(tokens)
+
+    def scores(self, state: Tuple[int, ...]) -> np.ndarray:
+        return self.lm.scores(state)

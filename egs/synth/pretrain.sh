@@ -261,6 +261,9 @@ if run_this 4; then
     --out-dir "$exp_dir/conditioned/onnx"
   python3 local/train_lm.py --cuts "$lm_n_cuts" --bpe-model "$bpe" --modes N --prune "$lm_n_prune" \
     --out-dir "$exp_dir/conditioned/onnx"
+  # LODR: token bigrams of the Austen training text (the predictor's internal LM), subtracted in fusion
+  python3 local/train_lm.py --cuts "$text_cuts" --bpe-model "$bpe" --prefix lodr --order 2 --prune "" \
+    --out-dir "$exp_dir/conditioned/onnx"
   python3 local/train_questions.py --cuts "$text_cuts" \
     --dev-cuts "$fbank/synth_cuts_dev.jsonl.gz" --out "$exp_dir/conditioned/onnx/questions.json.gz" --seed "$seed"
   # the runtime as users run it (the question model on; beam search fuses the LMs), and beam search

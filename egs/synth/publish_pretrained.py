@@ -283,7 +283,11 @@ def runtime_section(exp: Path) -> List[str]:
         return []
     beam = next((r["search"] for run, _, r in runs if r["search"]["decoding_method"] == "modified_beam_search"), None)
     lms = (f" Beam search keeps {beam['beam']} paths and fuses `lm-P.arpa.gz` / `lm-N.arpa.gz` with `--lm-scale "
-           f"{beam['lm_scale']:g} --lm-token-bonus {beam['lm_token_bonus']:g}`." if beam and beam.get("lms") else "")
+           f"{beam['lm_scale']:g} --lm-token-bonus {beam['lm_token_bonus']:g}`" if beam and beam.get("lms") else "")
+    if lms:
+        lodr = beam.get("lodr_scale") or 0
+        lms += (f", less `--lodr-scale {lodr:g}` times the log probability of the LODR bigrams `lodr-P.arpa.gz` / "
+                "`lodr-N.arpa.gz`." if lodr else ".")
     lms += penalty_note({r["search"].get("blank_penalty") for _, _, r in runs})
     lines = ["The ONNX runtime as users run it (stage 4: `export/onnx_streaming.py --cuts ...`, fp32, streaming in "
              "0.1 s pieces; `questions.json.gz` on unless `--questions false`)." + lms, "",
@@ -334,6 +338,20 @@ def lm_limit(gcide_hours: str = "0") -> str:
                 "and pull rare words towards Austen's spellings; `--lm-scale 0` turns them off.")
     return (f"{LM_LIMIT} Austen's text (P) and Austen's and the dictionary's (N): they help less on other text "
             "(`test_ood`), P's pulls rare words towards Austen's spellings; `--lm-scale 0` turns them off.")
+
+
+LODR_ROW = "| `lodr-P.arpa.gz`, `lodr-N.arpa.gz` |"
+
+
+def lodr_row(source: str) -> str:
+    return (f"{LODR_ROW} token bigrams (`local/train_lm.py --prefix lodr --order 2`) of {source}, the "
+            "predictor's internal LM as LODR estimates it: beam search subtracts them from the fusion "
+            "(`--lodr-scale`) |")
+
+
+def text_lm_files(directory: Path) -> List[Path]:
+    """The token LMs and LODR bigrams of ``directory`` (``lm-*`` and ``lodr-*.arpa.gz``)."""
+    return sorted(directory.glob("lm-*.arpa.gz")) + sorted(directory.glob("lodr-*.arpa.gz"))
 
 
 def questions_row(source: str) -> str:
@@ -423,7 +441,7 @@ def republish_text_models(args) -> None:
         if not (onnx_dir / f.name).exists() or not filecmp.cmp(f, onnx_dir / f.name, shallow=False):
             raise SystemExit(f"{onnx_dir / f.name} is not the shipped {f}: run pretrain.sh --stage 4 "
                              "--text-models-only true (it measures the runtime with the shipped files)")
-    text_models = sorted(onnx_dir.glob("lm-*.arpa.gz")) + sorted(onnx_dir.glob("questions.json.gz"))
+    text_models = text_lm_files(onnx_dir) + sorted(onnx_dir.glob("questions.json.gz"))
     if not (onnx_dir / "questions.json.gz").exists():
         raise SystemExit(f"No questions.json.gz in {onnx_dir}: run stage 4")
     newest_model = max(f.stat().st_mtime for f in text_models)
@@ -451,9 +469,11 @@ def republish_text_models(args) -> None:
         del lines[earlier - 1:earlier + 1]
     header = next((i for i, x in enumerate(lines) if x.startswith("Trained by ")), 1)
     lines[header + 1:header + 1] = ["", note]
+    lodr = any(f.name.startswith("lodr-") for f in text_models) or any(out.glob("lodr-*.arpa.gz"))
+    lines = [x for x in lines if not x.startswith(LODR_ROW)]
     for i, x in enumerate(lines):
         if x.startswith("| `lm-P.arpa.gz`"):
-            lines[i] = lm_row(source, args.lm_gcide_hours)
+            lines[i:i + 1] = [lm_row(source, args.lm_gcide_hours)] + ([lodr_row(source)] if lodr else [])
         elif x.startswith(LM_LIMIT):
             lines[i] = lm_limit(args.lm_gcide_hours)
         elif x.startswith("| `questions.json.gz`"):
@@ -515,7 +535,7 @@ def main() -> None:
     onnx = sorted(onnx_dir.glob("*.onnx"))
     if not onnx:
         raise SystemExit(f"No ONNX files in {onnx_dir}: run stage 4")
-    lms = sorted(onnx_dir.glob("lm-*.arpa.gz"))
+    lms = text_lm_files(onnx_dir)
     questions = sorted(onnx_dir.glob("questions.json.gz"))
     for f in onnx + lms + questions + [onnx_dir / "tokens.txt"]:
         shutil.copy(f, staging / f.name)
@@ -538,6 +558,7 @@ def main() -> None:
              "streaming export (chunk 32 = 640 ms, left context 128), sherpa-onnx layout |",
              "| `tokens.txt`, `bpe.model` | tokens of the ONNX models, sentencepiece model |",
              *([lm_row(source, args.lm_gcide_hours)] if lms else []),
+             *([lodr_row(source)] if any(f.name.startswith("lodr-") for f in lms) else []),
              *([questions_row(source)] if questions else []),
              "| `conditioned.pt`, `norm.pt` | averaged PyTorch weights (fp16) for `train.py --init-from` |", "",
              f"Total {total_mb:.1f} MB.", "", "## Training", ""]

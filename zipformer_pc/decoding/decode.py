@@ -57,7 +57,7 @@ from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive
     parse_modes, rules, search_mode_for
 from zipformer_pc.options import DEFAULT_BLANK_PENALTY, add_blank_penalty_option, check_blank_penalty, str2bool
 from zipformer_pc.questions import QuestionModel
-from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS
+from zipformer_pc.lm import fusion_defaults
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
 
@@ -76,9 +76,15 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-dir", default="",
                    help="modified_beam_search fuses the token LMs lm-P.arpa.gz / lm-N.arpa.gz of this dir "
                         "(local/train_lm.py) into the modes it has them for")
-    p.add_argument("--lm-scale", type=float, default=DEFAULT_LM_SCALE, help="weight of the LM log probability")
-    p.add_argument("--lm-token-bonus", type=float, default=DEFAULT_LM_TOKEN_BONUS,
-                   help="added to each token's score with the LM")
+    p.add_argument("--lm-scale", type=float, default=None,
+                   help="weight of the LM log probability (default: the runtime's, "
+                        f"{fusion_defaults(True)[0]} with LODR bigrams in --lm-dir, else {fusion_defaults(False)[0]})")
+    p.add_argument("--lm-token-bonus", type=float, default=None,
+                   help="added to each token's score with the LM (default: "
+                        f"{fusion_defaults(True)[1]} with LODR, else {fusion_defaults(False)[1]})")
+    p.add_argument("--lodr-scale", type=float, default=None,
+                   help="subtract this times the log probability of --lm-dir's LODR bigrams (lodr-P.arpa.gz, "
+                        f"lodr-N.arpa.gz) (default: {fusion_defaults(True)[2]} when it has them, else 0)")
     add_blank_penalty_option(p)
     p.add_argument("--max-sym-per-frame", type=int, default=1,
                    help="greedy_search: tokens one frame may emit (1, as the streaming runtimes do)")
@@ -168,17 +174,40 @@ def beam_opts(args, tokenizer, lm) -> Dict[str, object]:
     return {"unk_id": tokenizer.unk_id, "lm": lm, "lm_scale": args.lm_scale, "lm_token_bonus": args.lm_token_bonus}
 
 
-def load_lms(lm_dir: str, tokenizer, modes: List[str]) -> Dict[str, object]:
-    """The token LMs of ``lm_dir`` per mode name, bound to the tokenizer's pieces."""
+def fusion_args(args) -> None:
+    """Fill in ``--lm-scale``, ``--lm-token-bonus`` and ``--lodr-scale`` left unset: the runtime's
+    defaults for what ``--lm-dir`` holds (``zipformer_pc.lm.fusion_defaults``)."""
+    from zipformer_pc.lm import find_lm
+
+    lodr = bool(args.lm_dir) and any(find_lm(args.lm_dir, m, "lodr") for m in ("P", "N"))
+    scale, bonus, lodr_scale = fusion_defaults(lodr)
+    args.lm_scale = scale if args.lm_scale is None else args.lm_scale
+    args.lm_token_bonus = bonus if args.lm_token_bonus is None else args.lm_token_bonus
+    if not args.lm_dir:
+        lodr_scale = 0.0
+    args.lodr_scale = lodr_scale if args.lodr_scale is None else args.lodr_scale
+
+
+def load_lms(lm_dir: str, tokenizer, modes: List[str], lodr_scale: float = 0.0) -> Dict[str, object]:
+    """The token LMs of ``lm_dir`` per mode name, bound to the tokenizer's pieces (with their
+    LODR bigrams subtracted ``lodr_scale`` times when it is above 0)."""
     from zipformer_pc.lm import NgramLm, find_lm
 
     pieces = tokenizer.pieces
     lms = {}
     for m in modes:
         path = find_lm(lm_dir, m)
-        if path is not None:
-            lms[m] = NgramLm.read_arpa(path).bind(pieces)
-            logging.info(f"Mode {m}: fusing {path}")
+        if path is None:
+            continue
+        lms[m] = NgramLm.read_arpa(path).bind(pieces)
+        logging.info(f"Mode {m}: fusing {path}")
+        if lodr_scale > 0:
+            low = find_lm(lm_dir, m, "lodr")
+            if low is None:
+                raise SystemExit(f"--lodr-scale {lodr_scale:g}: {lm_dir} has no lodr-{m}.arpa.gz "
+                                 "(local/train_lm.py --prefix lodr writes it)")
+            lms[m] = lms[m].with_lodr(NgramLm.read_arpa(low).bind(pieces), lodr_scale)
+            logging.info(f"Mode {m}: LODR, less {lodr_scale:g} x {low}")
     return lms
 
 
@@ -236,8 +265,11 @@ def write_recogs(path: Path, pairs: List[Tuple[str, str, str]]) -> None:
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s [decode.py] %(message)s", level=logging.INFO)
     args = get_parser().parse_args()
+    fusion_args(args)
     if args.lm_dir and (args.decoding_method != "modified_beam_search" or args.lm_scale <= 0):
         raise SystemExit("--lm-dir needs --decoding-method modified_beam_search and --lm-scale > 0")
+    if args.lodr_scale < 0 or (args.lodr_scale > 0 and not args.lm_dir):
+        raise SystemExit("--lodr-scale takes a weight >= 0, and above 0 it needs --lm-dir")
     try:
         check_blank_penalty(args.blank_penalty)
     except ValueError as e:
@@ -289,7 +321,8 @@ def main() -> None:
                      f"(threshold {questions.threshold:.2f})")
     lms: Dict[str, object] = {}
     if args.lm_dir:
-        lms = load_lms(args.lm_dir, tokenizer, [MODE_NAMES[search_mode_for(model.model_type, m)] for m in modes])
+        lms = load_lms(args.lm_dir, tokenizer, [MODE_NAMES[search_mode_for(model.model_type, m)] for m in modes],
+                       args.lodr_scale)
         if not lms:
             raise SystemExit(f"--lm-dir {args.lm_dir} has no lm-P.arpa.gz / lm-N.arpa.gz for the modes decoded")
     suffix = f"{args.decoding_method}-{model.desc}"
@@ -297,6 +330,8 @@ def main() -> None:
         suffix += f"-beam-{args.beam_size}"
         if lms:
             suffix += f"-lm-{args.lm_scale:g}-bonus-{args.lm_token_bonus:g}"
+            if args.lodr_scale > 0:
+                suffix += f"-lodr-{args.lodr_scale:g}"
     elif args.max_sym_per_frame != 1:
         suffix += f"-max-sym-{args.max_sym_per_frame}"
     if args.blank_penalty != DEFAULT_BLANK_PENALTY:  # every summary records the penalty

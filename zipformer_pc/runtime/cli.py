@@ -116,7 +116,8 @@ def main(argv=None) -> None:
                       "questions": rec.questions is not None, "blank_penalty": rec.blank_penalty}
             if rec.decoding_method == "modified_beam_search":
                 search.update(beam=rec.beam, lm_scale=rec.lm_scale,
-                              lm_token_bonus=rec.lm_token_bonus if rec.lms else None)
+                              lm_token_bonus=rec.lm_token_bonus if rec.lms else None,
+                              lodr_scale=rec.lodr_scale if rec.lms else None)
             out = {"cuts": str(args.cuts), "utterances": len(run.decoded), "rtf": rtf, "search": search,
                    "scores": scores}
             if by_speaker:

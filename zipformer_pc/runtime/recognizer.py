@@ -53,7 +53,9 @@ with its own scale, so batching frames would change the result):
   :mod:`zipformer_pc.lm`): every non-blank token's score gains
   ``lm_scale * log P_LM(token | the path's last tokens) + lm_token_bonus``
   before the paths are pruned (shallow fusion; a segment's LM context starts
-  at ``<s>``).
+  at ``<s>``); with ``lodr_scale > 0`` it loses ``lodr_scale * log
+  P_bigram(token | the path's last token)`` as well (LODR: the
+  ``lodr-MODE.arpa.gz`` bigram of the training text, :class:`zipformer_pc.lm.LodrLm`).
 
 When the model dir has a question model (``questions.json.gz``,
 ``local/train_questions.py``, :mod:`zipformer_pc.questions`), P's text,
@@ -64,13 +66,13 @@ shows it).  The search itself is not changed.
 
 import logging
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import kaldi_native_fbank as knf
 import numpy as np
 import onnxruntime as ort
 
-from zipformer_pc.lm import DEFAULT_LM_SCALE, DEFAULT_LM_TOKEN_BONUS, BoundLm, NgramLm, find_lm
+from zipformer_pc.lm import BoundLm, LodrLm, NgramLm, find_lm, fusion_defaults
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
 from zipformer_pc.options import DEFAULT_BLANK_PENALTY, add_blank_penalty_option, check_blank_penalty, str2bool
@@ -90,13 +92,20 @@ def add_search_options(p) -> None:
     p.add_argument("--decoding-method", choices=DECODING_METHODS, default="greedy_search",
                    help="search per mode (modified_beam_search: as sherpa-onnx's, --beam-size paths)")
     p.add_argument("--beam-size", type=int, default=4, help="paths of modified_beam_search")
+    lm, bonus, lodr = fusion_defaults(False)
+    lodr_lm, lodr_bonus, lodr_scale = fusion_defaults(True)
     p.add_argument("--lm-scale", type=float, default=None,
                    help="modified_beam_search adds this times the token LM's log probability (lm-P.arpa.gz, "
-                        f"lm-N.arpa.gz in the model dir) to each token's score (default: {DEFAULT_LM_SCALE} "
-                        "when the model dir has them, else 0; 0: no LM)")
-    p.add_argument("--lm-token-bonus", type=float, default=DEFAULT_LM_TOKEN_BONUS,
-                   help="added to each token's score with the LM (it offsets the LM's cost per token, "
-                        "which would otherwise favour dropping words)")
+                        f"lm-N.arpa.gz in the model dir) to each token's score (default: {lodr_lm} when the "
+                        f"model dir has them and LODR bigrams, lodr-P/N.arpa.gz, {lm} with the LMs alone, "
+                        "else 0; 0: no LM)")
+    p.add_argument("--lm-token-bonus", type=float, default=None,
+                   help="added to each token's score with the LM (it offsets the LM's cost per token, which "
+                        f"would otherwise favour dropping words; default: {lodr_bonus} with LODR, else {bonus})")
+    p.add_argument("--lodr-scale", type=float, default=None,
+                   help="with the LM, subtract this times the log probability of the model dir's LODR bigram "
+                        f"(lodr-P.arpa.gz, lodr-N.arpa.gz: the training text's) (default: {lodr_scale} when the "
+                        f"model dir has them, else {lodr}; 0: plain shallow fusion)")
     add_blank_penalty_option(p)
     p.add_argument("--questions", type=str2bool, default=True,
                    help="use the model dir's question model (questions.json.gz, when it has one): P ends the "
@@ -105,12 +114,16 @@ def add_search_options(p) -> None:
 
 def search_kwargs(args, model_dir) -> Dict[str, object]:
     """The :class:`StreamingRecognizer` search arguments of the options of :func:`add_search_options`."""
-    scale = args.lm_scale
-    if scale is None:
-        has_lm = any(find_lm(model_dir, m) for m in RUNTIME_ORDER)
-        scale = DEFAULT_LM_SCALE if has_lm and args.decoding_method == "modified_beam_search" else 0.0
+    beam = args.decoding_method == "modified_beam_search"
+    has_lm = beam and any(find_lm(model_dir, m) for m in RUNTIME_ORDER)
+    has_lodr = has_lm and any(find_lm(model_dir, m, "lodr") for m in RUNTIME_ORDER)
+    scale, bonus, lodr = fusion_defaults(has_lodr)
+    scale = (scale if has_lm else 0.0) if args.lm_scale is None else args.lm_scale
+    bonus = bonus if args.lm_token_bonus is None else args.lm_token_bonus
+    lodr = (lodr if scale > 0 else 0.0) if args.lodr_scale is None else args.lodr_scale
     return {"decoding_method": args.decoding_method, "beam": args.beam_size, "lm_scale": scale,
-            "lm_token_bonus": args.lm_token_bonus, "blank_penalty": args.blank_penalty, "questions": args.questions}
+            "lm_token_bonus": bonus, "lodr_scale": lodr, "blank_penalty": args.blank_penalty,
+            "questions": args.questions}
 
 
 def _session(path: Path, threads: int) -> ort.InferenceSession:
@@ -147,9 +160,10 @@ def find_model_files(model_dir: Path, int8: bool = False) -> Dict[str, Path]:
         dec, joi = model_dir / f"decoder-{mode}{suffix}", model_dir / f"joiner-{mode}{suffix}"
         if dec.exists() and joi.exists():
             files[f"decoder-{mode}"], files[f"joiner-{mode}"] = dec, joi
-        lm = find_lm(model_dir, mode)
-        if lm is not None:
-            files[f"lm-{mode}"] = lm
+        for prefix in ("lm", "lodr"):
+            lm = find_lm(model_dir, mode, prefix)
+            if lm is not None:
+                files[f"{prefix}-{mode}"] = lm
     questions = find_questions(model_dir)
     if questions is not None:
         files["questions"] = questions
@@ -173,6 +187,8 @@ class StreamingRecognizer:
       beam: paths kept by ``modified_beam_search``.
       lm_scale, lm_token_bonus: shallow fusion of the ``lm-MODE`` files
         (``modified_beam_search`` only; 0: none).
+      lodr_scale: with the LMs, the weight of the ``lodr-MODE`` bigrams
+        subtracted (LODR; 0: none).
       blank_penalty: subtracted from the blank logit of each joiner output
         (both searches, every mode; 0: none; the default is the command
         lines' ``--blank-penalty``, chosen on dev).
@@ -183,8 +199,8 @@ class StreamingRecognizer:
     def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None,
                  endpoint: Optional[EndpointConfig] = None, batch_encoder: Optional[bool] = None,
                  decoding_method: str = "greedy_search", beam: int = 4,
-                 lm_scale: float = 0.0, lm_token_bonus: float = 0.0, blank_penalty: float = DEFAULT_BLANK_PENALTY,
-                 questions: bool = True) -> None:
+                 lm_scale: float = 0.0, lm_token_bonus: float = 0.0, lodr_scale: float = 0.0,
+                 blank_penalty: float = DEFAULT_BLANK_PENALTY, questions: bool = True) -> None:
         if decoding_method not in DECODING_METHODS:
             raise ValueError(f"decoding_method must be one of {', '.join(DECODING_METHODS)}, not {decoding_method!r}")
         if beam < 1:
@@ -195,8 +211,13 @@ class StreamingRecognizer:
             raise ValueError(f"lm_scale must not be negative, got {lm_scale}")
         if lm_scale > 0 and decoding_method != "modified_beam_search":
             raise ValueError("an LM is fused in modified_beam_search only (lm_scale > 0 with greedy_search)")
+        if lodr_scale < 0:
+            raise ValueError(f"lodr_scale must not be negative, got {lodr_scale}")
+        if lodr_scale > 0 and lm_scale <= 0:
+            raise ValueError("LODR corrects the LM's fusion: lodr_scale > 0 needs lm_scale > 0")
         self.lm_scale = lm_scale
         self.lm_token_bonus = lm_token_bonus
+        self.lodr_scale = lodr_scale
         self.blank_penalty = check_blank_penalty(blank_penalty)
         self.endpoint = endpoint if endpoint is not None else EndpointConfig(enabled=False)
         self.encoder = _session(files["encoder"], num_threads)
@@ -234,7 +255,7 @@ class StreamingRecognizer:
         self.unk_id = self.tokens.index("<unk>") if "<unk>" in self.tokens else -1
         if len(self.tokens) != self.vocab_size:
             raise ValueError(f"{files['tokens']}: {len(self.tokens)} tokens, model vocab_size {self.vocab_size}")
-        self.lms: Dict[str, BoundLm] = {}
+        self.lms: Dict[str, Union[BoundLm, LodrLm]] = {}
         if lm_scale > 0:
             for m in self.search_modes:
                 if f"lm-{m}" in files:
@@ -244,6 +265,16 @@ class StreamingRecognizer:
                                         f"{','.join(self.search_modes)} (local/train_lm.py writes them)")
             _log.info("modified_beam_search fuses the token LMs %s (--lm-scale %g, --lm-token-bonus %g)",
                       ", ".join(str(files[f"lm-{m}"]) for m in self.lms), lm_scale, lm_token_bonus)
+        if lodr_scale > 0:
+            missing = [m for m in self.lms if f"lodr-{m}" not in files]
+            if missing:
+                raise FileNotFoundError(f"lodr_scale {lodr_scale} but no lodr-MODE.arpa[.gz] for the modes "
+                                        f"{','.join(missing)} (local/train_lm.py --prefix lodr writes them)")
+            for m in self.lms:
+                self.lms[m] = self.lms[m].with_lodr(NgramLm.read_arpa(files[f"lodr-{m}"]).bind(self.tokens),
+                                                    lodr_scale)
+            _log.info("LODR: less %g x the log probability of %s", lodr_scale,
+                      ", ".join(str(files[f"lodr-{m}"]) for m in self.lms))
         self.questions: Optional[QuestionModel] = None
         if questions and "questions" in files and "P" in self.search_modes:
             self.questions = QuestionModel.load(files["questions"])
