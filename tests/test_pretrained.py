@@ -22,7 +22,7 @@ VOICE = ["-v", "en-us+m1", "-s", "165"]  # a training voice of the synthetic cor
 def test_the_shipped_files_are_complete_and_within_budget():
     names = {p.name for p in PRETRAINED.iterdir()}
     for need in ("tokens.txt", "bpe.model", "norm.pt", "conditioned.pt", "MODEL_CARD.md", "lm-P.arpa.gz", "lm-N.arpa.gz",
-                 "questions.json.gz"):
+                 "lodr-P.arpa.gz", "lodr-N.arpa.gz", "questions.json.gz"):
         assert need in names, need
     for part in ("encoder", "decoder-N", "decoder-P", "joiner-N", "joiner-P"):
         assert any(n.startswith(part) and n.endswith(".int8.onnx") for n in names), part
@@ -46,13 +46,14 @@ def spoken(tmp_path_factory):
 def test_the_shipped_model_transcribes_a_fresh_sentence(spoken, int8, search, tmp_path):
     """The README's quick start: one command, both transcripts; the words are
     right, P starts with a capital and ends with a mark.  Beam search fuses
-    the shipped token LMs by default."""
+    the shipped token LMs by default, less the LODR bigrams."""
     out = tmp_path / "out.tsv"
     r = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(PRETRAINED), str(spoken),
                         "--int8", str(int8).lower(), "--output", str(out), *search],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert ("fuses the token LMs" in r.stderr) == bool(search), r.stderr[-3000:]
+    assert ("LODR: less 0.25 x" in r.stderr) == bool(search), r.stderr[-3000:]  # the LODR bigrams too
     got = {}
     for line in out.read_text().splitlines():
         uid, mode, text = line.split("\t")
