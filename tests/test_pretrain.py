@@ -36,9 +36,10 @@ def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_
     assert "| norm | test set |" in beam_tables and "| conditioned | test set |" in beam_tables
     # the token LMs and the question model of stage 4 are shipped, and the runtime is scored with
     # them: greedy and beam search as users run them, and beam search without the question model
-    assert {"lm-P.arpa.gz", "lm-N.arpa.gz", "questions.json.gz"} <= names
+    assert {"lm-P.arpa.gz", "lm-N.arpa.gz", "lodr-P.arpa.gz", "lodr-N.arpa.gz", "questions.json.gz"} <= names
     runtime = card.split("The ONNX runtime as users run it")[1].split("## Use")[0]
-    assert "--lm-scale 0.5" in runtime, runtime
+    assert "--lm-scale 0.6 --lm-token-bonus 0.5`, less `--lodr-scale 0.25`" in runtime, runtime  # LODR's defaults
+    assert "| `lodr-P.arpa.gz`, `lodr-N.arpa.gz` | token bigrams" in card
     for t in ("test", "test_ood"):
         for row in ("greedy_search | no | yes", "modified_beam_search | yes | yes", "modified_beam_search | yes | no"):
             assert f"| {t} | {row} |" in runtime, (t, row, runtime)

@@ -3,6 +3,7 @@ the search options that decode.py and the runtime both take)."""
 
 import argparse
 import math
+from typing import Tuple
 
 
 def str2bool(v) -> bool:
@@ -35,3 +36,36 @@ def check_blank_penalty(blank_penalty: float) -> float:
     if not math.isfinite(blank_penalty):
         raise ValueError(f"blank_penalty must be a finite number, got {blank_penalty}")
     return float(blank_penalty)
+
+
+def add_fusion_options(p: argparse.ArgumentParser, where: str) -> None:
+    """``--lm-scale``, ``--lm-token-bonus`` and ``--lodr-scale`` of beam search's LM fusion, left None
+    for :func:`resolve_fusion` to fill from what ``where`` (the LMs' folder, as the help names it) holds."""
+    from zipformer_pc.lm import fusion_defaults
+
+    lm, bonus, _ = fusion_defaults(False)
+    lodr_lm, lodr_bonus, lodr = fusion_defaults(True)
+    p.add_argument("--lm-scale", type=float, default=None,
+                   help="modified_beam_search adds this times the token LM's log probability (lm-P.arpa.gz, "
+                        f"lm-N.arpa.gz in {where}) to each token's score (default: {lodr_lm} with the LODR "
+                        f"bigrams lodr-P/N.arpa.gz there too, {lm} with the LMs alone, else 0; 0: no LM)")
+    p.add_argument("--lm-token-bonus", type=float, default=None,
+                   help="added to each token's score with the LM (it offsets the LM's cost per token, which "
+                        f"would otherwise favour dropping words; default: {lodr_bonus} with LODR, else {bonus})")
+    p.add_argument("--lodr-scale", type=float, default=None,
+                   help=f"with the LM, subtract this times the log probability of the LODR bigram of {where} "
+                        f"(lodr-P.arpa.gz, lodr-N.arpa.gz: the training text's) (default: {lodr} when it has "
+                        "them, else 0; 0: plain shallow fusion)")
+
+
+def resolve_fusion(args: argparse.Namespace, has_lm: bool, has_lodr: bool) -> Tuple[float, float, float]:
+    """``(lm_scale, lm_token_bonus, lodr_scale)``: the options of :func:`add_fusion_options` as given,
+    the defaults (``zipformer_pc.lm.fusion_defaults``) for those left unset: no LM without LMs to fuse,
+    LODR's when the bigrams are there too."""
+    from zipformer_pc.lm import fusion_defaults
+
+    scale, bonus, lodr = fusion_defaults(has_lm and has_lodr)
+    scale = (scale if has_lm else 0.0) if args.lm_scale is None else args.lm_scale
+    bonus = bonus if args.lm_token_bonus is None else args.lm_token_bonus
+    lodr = (lodr if scale > 0 else 0.0) if args.lodr_scale is None else args.lodr_scale
+    return scale, bonus, lodr

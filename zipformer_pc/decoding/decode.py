@@ -55,9 +55,10 @@ from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
 from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
     parse_modes, rules, search_mode_for
-from zipformer_pc.options import DEFAULT_BLANK_PENALTY, add_blank_penalty_option, check_blank_penalty, str2bool
+from zipformer_pc.options import (DEFAULT_BLANK_PENALTY, add_blank_penalty_option, add_fusion_options,
+                                  check_blank_penalty, resolve_fusion, str2bool)
 from zipformer_pc.questions import QuestionModel
-from zipformer_pc.lm import fusion_defaults
+from zipformer_pc.lm import find_lm
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
 
@@ -76,15 +77,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-dir", default="",
                    help="modified_beam_search fuses the token LMs lm-P.arpa.gz / lm-N.arpa.gz of this dir "
                         "(local/train_lm.py) into the modes it has them for")
-    p.add_argument("--lm-scale", type=float, default=None,
-                   help="weight of the LM log probability (default: the runtime's, "
-                        f"{fusion_defaults(True)[0]} with LODR bigrams in --lm-dir, else {fusion_defaults(False)[0]})")
-    p.add_argument("--lm-token-bonus", type=float, default=None,
-                   help="added to each token's score with the LM (default: "
-                        f"{fusion_defaults(True)[1]} with LODR, else {fusion_defaults(False)[1]})")
-    p.add_argument("--lodr-scale", type=float, default=None,
-                   help="subtract this times the log probability of --lm-dir's LODR bigrams (lodr-P.arpa.gz, "
-                        f"lodr-N.arpa.gz) (default: {fusion_defaults(True)[2]} when it has them, else 0)")
+    add_fusion_options(p, "--lm-dir")
     add_blank_penalty_option(p)
     p.add_argument("--max-sym-per-frame", type=int, default=1,
                    help="greedy_search: tokens one frame may emit (1, as the streaming runtimes do)")
@@ -174,24 +167,10 @@ def beam_opts(args, tokenizer, lm) -> Dict[str, object]:
     return {"unk_id": tokenizer.unk_id, "lm": lm, "lm_scale": args.lm_scale, "lm_token_bonus": args.lm_token_bonus}
 
 
-def fusion_args(args) -> None:
-    """Fill in ``--lm-scale``, ``--lm-token-bonus`` and ``--lodr-scale`` left unset: the runtime's
-    defaults for what ``--lm-dir`` holds (``zipformer_pc.lm.fusion_defaults``)."""
-    from zipformer_pc.lm import find_lm
-
-    lodr = bool(args.lm_dir) and any(find_lm(args.lm_dir, m, "lodr") for m in ("P", "N"))
-    scale, bonus, lodr_scale = fusion_defaults(lodr)
-    args.lm_scale = scale if args.lm_scale is None else args.lm_scale
-    args.lm_token_bonus = bonus if args.lm_token_bonus is None else args.lm_token_bonus
-    if not args.lm_dir:
-        lodr_scale = 0.0
-    args.lodr_scale = lodr_scale if args.lodr_scale is None else args.lodr_scale
-
-
 def load_lms(lm_dir: str, tokenizer, modes: List[str], lodr_scale: float = 0.0) -> Dict[str, object]:
     """The token LMs of ``lm_dir`` per mode name, bound to the tokenizer's pieces (with their
     LODR bigrams subtracted ``lodr_scale`` times when it is above 0)."""
-    from zipformer_pc.lm import NgramLm, find_lm
+    from zipformer_pc.lm import NgramLm
 
     pieces = tokenizer.pieces
     lms = {}
@@ -265,7 +244,8 @@ def write_recogs(path: Path, pairs: List[Tuple[str, str, str]]) -> None:
 def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s [decode.py] %(message)s", level=logging.INFO)
     args = get_parser().parse_args()
-    fusion_args(args)
+    lodr_files = bool(args.lm_dir) and any(find_lm(args.lm_dir, m, "lodr") for m in MODE_NAMES.values())
+    args.lm_scale, args.lm_token_bonus, args.lodr_scale = resolve_fusion(args, bool(args.lm_dir), lodr_files)
     if args.lm_dir and (args.decoding_method != "modified_beam_search" or args.lm_scale <= 0):
         raise SystemExit("--lm-dir needs --decoding-method modified_beam_search and --lm-scale > 0")
     if args.lodr_scale < 0 or (args.lodr_scale > 0 and not args.lm_dir):

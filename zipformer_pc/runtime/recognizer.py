@@ -72,10 +72,11 @@ import kaldi_native_fbank as knf
 import numpy as np
 import onnxruntime as ort
 
-from zipformer_pc.lm import BoundLm, LodrLm, NgramLm, find_lm, fusion_defaults
+from zipformer_pc.lm import BoundLm, LodrLm, NgramLm, find_lm
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
-from zipformer_pc.options import DEFAULT_BLANK_PENALTY, add_blank_penalty_option, check_blank_penalty, str2bool
+from zipformer_pc.options import (DEFAULT_BLANK_PENALTY, add_blank_penalty_option, add_fusion_options,
+                                  check_blank_penalty, resolve_fusion, str2bool)
 from zipformer_pc.questions import QuestionModel, find_questions
 from zipformer_pc.text import WORD_START
 from zipformer_pc.runtime.endpoint import EndpointConfig
@@ -92,20 +93,7 @@ def add_search_options(p) -> None:
     p.add_argument("--decoding-method", choices=DECODING_METHODS, default="greedy_search",
                    help="search per mode (modified_beam_search: as sherpa-onnx's, --beam-size paths)")
     p.add_argument("--beam-size", type=int, default=4, help="paths of modified_beam_search")
-    lm, bonus, lodr = fusion_defaults(False)
-    lodr_lm, lodr_bonus, lodr_scale = fusion_defaults(True)
-    p.add_argument("--lm-scale", type=float, default=None,
-                   help="modified_beam_search adds this times the token LM's log probability (lm-P.arpa.gz, "
-                        f"lm-N.arpa.gz in the model dir) to each token's score (default: {lodr_lm} when the "
-                        f"model dir has them and LODR bigrams, lodr-P/N.arpa.gz, {lm} with the LMs alone, "
-                        "else 0; 0: no LM)")
-    p.add_argument("--lm-token-bonus", type=float, default=None,
-                   help="added to each token's score with the LM (it offsets the LM's cost per token, which "
-                        f"would otherwise favour dropping words; default: {lodr_bonus} with LODR, else {bonus})")
-    p.add_argument("--lodr-scale", type=float, default=None,
-                   help="with the LM, subtract this times the log probability of the model dir's LODR bigram "
-                        f"(lodr-P.arpa.gz, lodr-N.arpa.gz: the training text's) (default: {lodr_scale} when the "
-                        f"model dir has them, else {lodr}; 0: plain shallow fusion)")
+    add_fusion_options(p, "the model dir")
     add_blank_penalty_option(p)
     p.add_argument("--questions", type=str2bool, default=True,
                    help="use the model dir's question model (questions.json.gz, when it has one): P ends the "
@@ -114,13 +102,8 @@ def add_search_options(p) -> None:
 
 def search_kwargs(args, model_dir) -> Dict[str, object]:
     """The :class:`StreamingRecognizer` search arguments of the options of :func:`add_search_options`."""
-    beam = args.decoding_method == "modified_beam_search"
-    has_lm = beam and any(find_lm(model_dir, m) for m in RUNTIME_ORDER)
-    has_lodr = has_lm and any(find_lm(model_dir, m, "lodr") for m in RUNTIME_ORDER)
-    scale, bonus, lodr = fusion_defaults(has_lodr)
-    scale = (scale if has_lm else 0.0) if args.lm_scale is None else args.lm_scale
-    bonus = bonus if args.lm_token_bonus is None else args.lm_token_bonus
-    lodr = (lodr if scale > 0 else 0.0) if args.lodr_scale is None else args.lodr_scale
+    has_lm = args.decoding_method == "modified_beam_search" and any(find_lm(model_dir, m) for m in RUNTIME_ORDER)
+    scale, bonus, lodr = resolve_fusion(args, has_lm, any(find_lm(model_dir, m, "lodr") for m in RUNTIME_ORDER))
     return {"decoding_method": args.decoding_method, "beam": args.beam_size, "lm_scale": scale,
             "lm_token_bonus": bonus, "lodr_scale": lodr, "blank_penalty": args.blank_penalty,
             "questions": args.questions}
