@@ -384,6 +384,3 @@ class LodrLm:
 
     def state_after(self, tokens: Sequence[int]) -> Tuple[int, ...]:
         return self.lm.state_after(tokens)
-
-    def scores(self, state: Tuple[int, ...]) -> np.ndarray:
-        return self.lm.scores(state)

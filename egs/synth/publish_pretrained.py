@@ -45,6 +45,7 @@ from typing import Dict, List, Tuple
 
 import torch
 
+from zipformer_pc.lm import LM_PREFIXES
 from zipformer_pc.metrics import fmt
 from zipformer_pc.options import str2bool
 from zipformer_pc.training.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
@@ -351,7 +352,7 @@ def lodr_row(source: str) -> str:
 
 def text_lm_files(directory: Path) -> List[Path]:
     """The token LMs and LODR bigrams of ``directory`` (``lm-*`` and ``lodr-*.arpa.gz``)."""
-    return sorted(directory.glob("lm-*.arpa.gz")) + sorted(directory.glob("lodr-*.arpa.gz"))
+    return [f for prefix in LM_PREFIXES for f in sorted(directory.glob(f"{prefix}-*.arpa.gz"))]
 
 
 def questions_row(source: str) -> str:

@@ -72,7 +72,7 @@ import kaldi_native_fbank as knf
 import numpy as np
 import onnxruntime as ort
 
-from zipformer_pc.lm import BoundLm, LodrLm, NgramLm, find_lm
+from zipformer_pc.lm import LM_PREFIXES, BoundLm, LodrLm, NgramLm, find_lm
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
 from zipformer_pc.options import (DEFAULT_BLANK_PENALTY, add_blank_penalty_option, add_fusion_options,
@@ -143,7 +143,7 @@ def find_model_files(model_dir: Path, int8: bool = False) -> Dict[str, Path]:
         dec, joi = model_dir / f"decoder-{mode}{suffix}", model_dir / f"joiner-{mode}{suffix}"
         if dec.exists() and joi.exists():
             files[f"decoder-{mode}"], files[f"joiner-{mode}"] = dec, joi
-        for prefix in ("lm", "lodr"):
+        for prefix in LM_PREFIXES:
             lm = find_lm(model_dir, mode, prefix)
             if lm is not None:
                 files[f"{prefix}-{mode}"] = lm
