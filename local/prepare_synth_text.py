@@ -73,7 +73,13 @@ ABBREVIATIONS = {
     "Rev": "Reverend",
     "Esq": "Esquire",
 }
-_ABBR_RE = re.compile(r"\b(" + "|".join(ABBREVIATIONS) + r")\.(?=\s|$)")
+# "Mr. Elliot", and the British "Mr Elliot" (no period: Persuasion writes it so), which the
+# voices read as "Mister" as well; without its period only a title before a capitalised name or
+# "and" ("Mr and Mrs Musgrove").
+_TITLES = tuple(a for a in ABBREVIATIONS if a != "Esq")
+_ABBR_RE = re.compile(
+    r"\b(?:(" + "|".join(ABBREVIATIONS) + r")\.(?=\s|$)|(" + "|".join(_TITLES) + r")(?=\s+(?:[A-Z]|and\s)))"
+)
 _ETC_RE = re.compile(r"&c\b")
 
 # What the voices read: the same words as P and N, with the marks that give
@@ -220,7 +226,7 @@ def is_prose(para: str) -> bool:
 
 def expand_abbreviations(text: str) -> str:
     text = _ETC_RE.sub("et cetera", text)
-    return _ABBR_RE.sub(lambda m: ABBREVIATIONS[m.group(1)], text)
+    return _ABBR_RE.sub(lambda m: ABBREVIATIONS[m.group(1) or m.group(2)], text)
 
 
 def split_sentences(para: str) -> List[str]:

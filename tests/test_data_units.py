@@ -94,6 +94,10 @@ def test_paragraphs_skip_title_page_and_join_lines():
         ("&c. &c.", "et cetera. et cetera."),
         ("ribbons, lace, &c. She went home.", "ribbons, lace, et cetera. She went home."),
         ("Mr.", "Mister"),  # at the end of the text
+        # British titles without their period (Persuasion's "Mr Elliot"), which the voices read in full
+        ("you sometimes spoke of me to Mr Elliot?", "you sometimes spoke of me to Mister Elliot?"),
+        ("Mrs Smith and Dr Shirley", "Missus Smith and Doctor Shirley"),
+        ("Mr and Mrs Musgrove", "Mister and Missus Musgrove"),
     ],
 )
 def test_expand_abbreviations(raw, expanded):
@@ -101,8 +105,9 @@ def test_expand_abbreviations(raw, expanded):
 
 
 def test_expand_abbreviations_leaves_other_words_alone():
-    text = "Mrs.Smith wrote to Mister Darcy. Dry words; Drs. and Strs."
-    # no space after the period, an already spelt-out title, words merely starting like an abbreviation
+    text = "Mrs.Smith wrote to Mister Darcy. Dry words; Drs. and Strs. Mr smith, Esq Brown, Dr, Mrs andante"
+    # no space after the period, an already spelt-out title, words merely starting like an abbreviation,
+    # a period-less title not before a capitalised name, "Esq" (it follows the name)
     assert pst.expand_abbreviations(text) == text
 
 

@@ -585,7 +585,7 @@ def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
     log.unlink()
     r = _prepare_stage1(venv, data)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert marker.read_text() == "hours=0.06 dev=12 test=12 ood=12 seed=42 nj=2\n"
+    assert marker.read_text() == "hours=0.06 dev=12 test=12 ood=12 seed=42 text_rules=2 nj=2\n"
     assert "--voices train --voice-set default --extra-voices 0 --kokoro-voices 0 --split train" in log.read_text()
     log.unlink()
     r = _prepare_stage1(venv, data, "--voice-set", "default")
@@ -663,3 +663,30 @@ def test_every_wide_voice_renders_speech(tmp_path):
     finally:
         synth.close()
     assert not bad, bad
+
+
+def test_a_corpus_of_older_text_rules_is_made_again(tmp_path):
+    """The text stage's marker names the rules' version: a corpus whose marker lacks it (made before
+    titles without their period were spelt out) gets its text, and so its speech, made again."""
+    venv, _ = _fake_python(tmp_path)
+    data = tmp_path / "data"
+    env = dict(os.environ, ZPC_VENV=str(venv))
+    cmd = ["bash", "prepare.sh", "--size", "tiny", "--data-dir", str(data), "--stage", "0", "--stop-stage", "0"]
+
+    def run():
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout + r.stderr
+
+    run()
+    marker = data / "synth" / ".done.text"
+    assert "text_rules=2" in marker.read_text().split()
+    assert "already done with the same options" in run()
+    # as a corpus made by the older rules records it
+    marker.write_text(marker.read_text().replace(" text_rules=2", ""))
+    train = data / "synth" / "text" / "train.jsonl"
+    made = train.read_text()
+    train.write_text("stale\n")
+    out = run()
+    assert "already done" not in out and "Stage 0: text" in out
+    assert train.read_text() == made
