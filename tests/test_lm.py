@@ -142,6 +142,36 @@ def test_lodr_subtracts_the_low_order_lm_from_what_fusion_adds():
     assert fusion_defaults(False)[2] == 0.0 and fusion_defaults(True)[2] > 0
 
 
+def test_one_loader_gives_beam_search_its_lms_with_or_without_lodr(tmp_path):
+    """lm_files finds PREFIX-MODE files; load_fusion_lms binds the modes that have an LM, wraps each
+    with its bigram when LODR is on and refuses a missing bigram; decode.py turns that into an exit."""
+    from types import SimpleNamespace
+
+    from zipformer_pc.decoding.decode import load_lms
+    from zipformer_pc.lm import BoundLm, LodrLm, lm_files, load_fusion_lms
+
+    tokens = ["<blk>"] + VOCAB + ["<unk>"]
+    NgramLm.train(TEXT, 3, vocab=VOCAB).write_arpa(tmp_path / "lm-P.arpa.gz")
+    NgramLm.train(TEXT, 3, vocab=VOCAB).write_arpa(tmp_path / "lm-N.arpa")
+    NgramLm.train(TEXT, 2, vocab=VOCAB).write_arpa(tmp_path / "lodr-P.arpa.gz")
+    files = lm_files(tmp_path, ["P", "N"])
+    assert files == {"lm-P": tmp_path / "lm-P.arpa.gz", "lm-N": tmp_path / "lm-N.arpa",
+                     "lodr-P": tmp_path / "lodr-P.arpa.gz"}
+    plain = load_fusion_lms(files, ["P", "N"], tokens)
+    assert sorted(plain) == ["N", "P"] and all(type(lm) is BoundLm for lm in plain.values())
+    assert list(load_fusion_lms(files, ["P", "X"], tokens)) == ["P"]  # a mode without an LM: none
+    lodr = load_fusion_lms(files, ["P"], tokens, lodr_scale=0.25)
+    assert isinstance(lodr["P"], LodrLm)
+    state = plain["P"].state_after([1, 2])
+    assert lodr["P"].fusion([state], 0.6, 0.5)[0, 3] > plain["P"].fusion([state], 0.6, 0.5)[0, 3]
+    with pytest.raises(FileNotFoundError, match="lodr-MODE.arpa.* for the modes N"):
+        load_fusion_lms(files, ["P", "N"], tokens, lodr_scale=0.25)
+    tokenizer = SimpleNamespace(pieces=tokens)
+    assert sorted(load_lms(str(tmp_path), tokenizer, ["P", "N"])) == ["N", "P"]
+    with pytest.raises(SystemExit, match="--lodr-scale 0.25.*modes N"):
+        load_lms(str(tmp_path), tokenizer, ["P", "N"], lodr_scale=0.25)
+
+
 def test_train_lm_writes_a_p_and_an_n_model_from_training_references(tiny_corpus, tmp_path):
     from conftest import local_module
 

@@ -27,7 +27,7 @@ import gzip
 import math
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -384,3 +384,32 @@ class LodrLm:
 
     def state_after(self, tokens: Sequence[int]) -> Tuple[int, ...]:
         return self.lm.state_after(tokens)
+
+
+def lm_files(directory, modes: Sequence[str]) -> Dict[str, Path]:
+    """The LM files of ``directory`` for ``modes``, by name: ``{"lm-P": path, "lodr-P": path, ...}``."""
+    files = {}
+    for mode in modes:
+        for prefix in LM_PREFIXES:
+            path = find_lm(directory, mode, prefix)
+            if path is not None:
+                files[f"{prefix}-{mode}"] = path
+    return files
+
+
+def load_fusion_lms(files: Mapping[str, Path], modes: Sequence[str], tokens: Sequence[str],
+                    lodr_scale: float = 0.0) -> Dict[str, Union[BoundLm, "LodrLm"]]:
+    """The fusion LM of each mode of ``modes`` that has an ``lm-MODE`` file in ``files``
+    (:func:`lm_files`' names), bound to ``tokens``; with ``lodr_scale > 0`` each with its
+    ``lodr-MODE`` bigram subtracted (:meth:`BoundLm.with_lodr`), which must then be there
+    (FileNotFoundError otherwise). Beam search's one loader: the runtime and decode.py."""
+    lms: Dict[str, Union[BoundLm, LodrLm]] = {
+        m: NgramLm.read_arpa(files[f"lm-{m}"]).bind(tokens) for m in modes if f"lm-{m}" in files}
+    if lodr_scale > 0:
+        missing = [m for m in lms if f"lodr-{m}" not in files]
+        if missing:
+            raise FileNotFoundError(f"LODR scale {lodr_scale:g} but no lodr-MODE.arpa[.gz] for the modes "
+                                    f"{','.join(missing)} (local/train_lm.py --prefix lodr writes them)")
+        lms = {m: lm.with_lodr(NgramLm.read_arpa(files[f"lodr-{m}"]).bind(tokens), lodr_scale)
+               for m, lm in lms.items()}
+    return lms

@@ -58,7 +58,7 @@ from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive
 from zipformer_pc.options import (DEFAULT_BLANK_PENALTY, add_blank_penalty_option, add_fusion_options,
                                   check_blank_penalty, resolve_fusion, str2bool)
 from zipformer_pc.questions import QuestionModel
-from zipformer_pc.lm import find_lm
+from zipformer_pc.lm import find_lm, lm_files, load_fusion_lms
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
 
@@ -169,24 +169,15 @@ def beam_opts(args, tokenizer, lm) -> Dict[str, object]:
 
 def load_lms(lm_dir: str, tokenizer, modes: List[str], lodr_scale: float = 0.0) -> Dict[str, object]:
     """The token LMs of ``lm_dir`` per mode name, bound to the tokenizer's pieces (with their
-    LODR bigrams subtracted ``lodr_scale`` times when it is above 0)."""
-    from zipformer_pc.lm import NgramLm
-
-    pieces = tokenizer.pieces
-    lms = {}
-    for m in modes:
-        path = find_lm(lm_dir, m)
-        if path is None:
-            continue
-        lms[m] = NgramLm.read_arpa(path).bind(pieces)
-        logging.info(f"Mode {m}: fusing {path}")
-        if lodr_scale > 0:
-            low = find_lm(lm_dir, m, "lodr")
-            if low is None:
-                raise SystemExit(f"--lodr-scale {lodr_scale:g}: {lm_dir} has no lodr-{m}.arpa.gz "
-                                 "(local/train_lm.py --prefix lodr writes it)")
-            lms[m] = lms[m].with_lodr(NgramLm.read_arpa(low).bind(pieces), lodr_scale)
-            logging.info(f"Mode {m}: LODR, less {lodr_scale:g} x {low}")
+    LODR bigrams subtracted ``lodr_scale`` times when it is above 0): :func:`zipformer_pc.lm.load_fusion_lms`."""
+    files = lm_files(lm_dir, modes)
+    try:
+        lms = load_fusion_lms(files, modes, tokenizer.pieces, lodr_scale)
+    except FileNotFoundError as e:
+        raise SystemExit(f"--lodr-scale {lodr_scale:g}, {lm_dir}: {e}")
+    for m in lms:
+        logging.info(f"Mode {m}: fusing {files[f'lm-{m}']}"
+                     + (f", LODR less {lodr_scale:g} x {files[f'lodr-{m}']}" if lodr_scale > 0 else ""))
     return lms
 
 

@@ -72,7 +72,7 @@ import kaldi_native_fbank as knf
 import numpy as np
 import onnxruntime as ort
 
-from zipformer_pc.lm import LM_PREFIXES, BoundLm, LodrLm, NgramLm, find_lm
+from zipformer_pc.lm import BoundLm, LodrLm, find_lm, lm_files, load_fusion_lms
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
 from zipformer_pc.options import (DEFAULT_BLANK_PENALTY, add_blank_penalty_option, add_fusion_options,
@@ -138,15 +138,11 @@ def find_model_files(model_dir: Path, int8: bool = False) -> Dict[str, Path]:
             f"{model_dir}: expected one encoder*{ext}, found {[p.name for p in encoders]}"
             " (pass --encoder etc. explicitly or use a directory per export)")
     suffix = encoders[0].name[len("encoder"):]
-    files = {"encoder": encoders[0], "tokens": model_dir / "tokens.txt"}
+    files = {"encoder": encoders[0], "tokens": model_dir / "tokens.txt", **lm_files(model_dir, RUNTIME_ORDER)}
     for mode in RUNTIME_ORDER:
         dec, joi = model_dir / f"decoder-{mode}{suffix}", model_dir / f"joiner-{mode}{suffix}"
         if dec.exists() and joi.exists():
             files[f"decoder-{mode}"], files[f"joiner-{mode}"] = dec, joi
-        for prefix in LM_PREFIXES:
-            lm = find_lm(model_dir, mode, prefix)
-            if lm is not None:
-                files[f"{prefix}-{mode}"] = lm
     questions = find_questions(model_dir)
     if questions is not None:
         files["questions"] = questions
@@ -240,24 +236,15 @@ class StreamingRecognizer:
             raise ValueError(f"{files['tokens']}: {len(self.tokens)} tokens, model vocab_size {self.vocab_size}")
         self.lms: Dict[str, Union[BoundLm, LodrLm]] = {}
         if lm_scale > 0:
-            for m in self.search_modes:
-                if f"lm-{m}" in files:
-                    self.lms[m] = NgramLm.read_arpa(files[f"lm-{m}"]).bind(self.tokens)
+            self.lms = load_fusion_lms(files, self.search_modes, self.tokens, lodr_scale)
             if not self.lms:
                 raise FileNotFoundError(f"lm_scale {lm_scale} but no lm-MODE.arpa[.gz] for the modes "
                                         f"{','.join(self.search_modes)} (local/train_lm.py writes them)")
             _log.info("modified_beam_search fuses the token LMs %s (--lm-scale %g, --lm-token-bonus %g)",
                       ", ".join(str(files[f"lm-{m}"]) for m in self.lms), lm_scale, lm_token_bonus)
-        if lodr_scale > 0:
-            missing = [m for m in self.lms if f"lodr-{m}" not in files]
-            if missing:
-                raise FileNotFoundError(f"lodr_scale {lodr_scale} but no lodr-MODE.arpa[.gz] for the modes "
-                                        f"{','.join(missing)} (local/train_lm.py --prefix lodr writes them)")
-            for m in self.lms:
-                self.lms[m] = self.lms[m].with_lodr(NgramLm.read_arpa(files[f"lodr-{m}"]).bind(self.tokens),
-                                                    lodr_scale)
-            _log.info("LODR: less %g x the log probability of %s", lodr_scale,
-                      ", ".join(str(files[f"lodr-{m}"]) for m in self.lms))
+            if lodr_scale > 0:
+                _log.info("LODR: less %g x the log probability of %s", lodr_scale,
+                          ", ".join(str(files[f"lodr-{m}"]) for m in self.lms))
         self.questions: Optional[QuestionModel] = None
         if questions and "questions" in files and "P" in self.search_modes:
             self.questions = QuestionModel.load(files["questions"])
