@@ -23,7 +23,13 @@ cost.  A fifth cell, ``voices_kokoro``, has the same Austen texts read by the
 four held-out speakers of the neural Kokoro model (``local/tts.py``'s
 KOKORO_OOD_VOICES; natural-sounding voices, none of which reads training
 speech); ``--kokoro auto`` (the default) adds it when tools/setup_env.sh has
-installed the Kokoro files.  Prints the figures; asserts nothing.
+installed the Kokoro files.
+
+A second table splits each cell's WER by the reference words the training
+text never has (``--train-text``, by default the corpus's ``text/train.jsonl``):
+their share of the running words, how often each kind is wrong, and how many
+WER points each kind and the insertions make.  Prints the figures; asserts
+nothing.
 """
 
 import argparse
@@ -39,7 +45,7 @@ from typing import Dict, List, Tuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from zipformer_pc.metrics import fmt  # noqa: E402
+from zipformer_pc.metrics import Views, fmt, word_errors  # noqa: E402
 from zipformer_pc.modes import add_derived  # noqa: E402
 from zipformer_pc.runtime import utterances  # noqa: E402
 from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs  # noqa: E402
@@ -69,6 +75,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--kokoro", choices=("auto", "true", "false"), default="auto",
                    help="the voices_kokoro cell (auto: when the Kokoro voices are installed)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    p.add_argument("--train-text", type=Path, action="append", default=None,
+                   help="a training text of prepare.sh (text/train.jsonl; repeat for more) whose words count as "
+                        "seen in the unseen-word table, e.g. that of the corpus the model was trained on "
+                        "(prepare.sh --stop-stage 0 makes it in seconds) [DATA_DIR/text/train.jsonl]")
     add_search_options(p)
     return p
 
@@ -114,6 +124,41 @@ def figures(s: Dict[str, dict]) -> Dict[str, float]:
     return {"utts": s["N"]["num_utts"], "wer": s["N"]["wer"], "pc_wer": s["P"]["pc_wer"], "per": s["P"]["per"]}
 
 
+def training_words(paths: List[Path]) -> set:
+    """The words (as WER counts them) of the N references of training texts of prepare.sh."""
+    from zipformer_pc.data.references import reference_fields
+
+    words: set = set()
+    for path in paths:
+        if not path.is_file():
+            raise SystemExit(f"--train-text {path} not found (prepare.sh --stop-stage 0 writes DATA_DIR/text/train.jsonl)")
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                words.update(Views.of(reference_fields(json.loads(line)["text_raw"])["text"]).np_nc)
+    return words
+
+
+def unseen_split(decoded, seen: set) -> Dict[str, float]:
+    """N's errors of a cell split by whether the reference word is in ``seen``: the unseen words' share
+    of the running words, each kind's error rate, and the WER points of each kind and of insertions."""
+    n = {True: 0, False: 0}
+    wrong = {True: 0, False: 0}
+    inserted = 0
+    for d in decoded:
+        ref = Views.of(d.utt.ref_n or "").np_nc
+        flags, k = word_errors(ref, Views.of(d.hyps.get("N", "")).np_nc)
+        inserted += k
+        for w, bad in zip(ref, flags):
+            n[w in seen] += 1
+            wrong[w in seen] += bad
+    total = max(n[True] + n[False], 1)
+    return {"words": n[True] + n[False], "unseen_pct": 100 * n[False] / total,
+            "seen_wrong_pct": 100 * wrong[True] / max(n[True], 1),
+            "unseen_wrong_pct": 100 * wrong[False] / max(n[False], 1),
+            "seen_points": 100 * wrong[True] / total, "unseen_points": 100 * wrong[False] / total,
+            "insertion_points": 100 * inserted / total}
+
+
 def kokoro_missing() -> List[str]:
     """What the voices_kokoro cell needs and this machine lacks (``local/tts.py``)."""
     sys.path.insert(0, str(ROOT / "local"))
@@ -139,6 +184,8 @@ def main(argv=None) -> None:
     for path in corpus.values():
         if not path.is_file():
             raise SystemExit(f"{path} not found: run prepare.sh (stages 0-2) for --data-dir first")
+    train_text = args.train_text or [data / "text/train.jsonl"]
+    seen = training_words(train_text)
     tmp = None
     if args.work_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="ood_factors_")
@@ -162,12 +209,13 @@ def main(argv=None) -> None:
         outputs = add_derived(rec.transducer_type, {m: "" for m in rec.search_modes})
         if not {"N", "P"} <= set(outputs):
             raise SystemExit(f"{args.model_dir}: needs a model that writes both N and P, not {sorted(outputs)}")
-        results, voices = {}, {}
+        results, voices, unseen = {}, {}, {}
         for cell, _, _ in cells:
             t0 = time.time()
             decoded = utterances.decode(rec, utterances.from_cuts(corpus[cell], args.num_utts), 0.1).decoded
             results[cell] = figures(utterances.score(decoded))
             voices[cell] = {v: figures(s) for v, s in utterances.score_by_speaker(decoded).items()}
+            unseen[cell] = unseen_split(decoded, seen)
             logging.info("%s: %d utterances decoded in %.0f s", cell, len(decoded), time.time() - t0)
     finally:
         if tmp is not None:
@@ -189,9 +237,19 @@ def main(argv=None) -> None:
     for cell, _, _ in cells:
         for v, s in voices[cell].items():
             print(f"| {cell} | {v} | {s['utts']} | {fmt(s['wer'])} | {fmt(s['pc_wer'])} | {fmt(s['per'])} |")
+    print(f"\nN's errors on the words the training text never has ({', '.join(map(str, train_text))}: "
+          f"{len(seen):,} distinct words)\n")
+    print("| cell | running words | unseen | wrong: seen / unseen words | WER points: seen / unseen / insertions |")
+    print("|---|---|---|---|---|")
+    for cell, _, _ in cells:
+        u = unseen[cell]
+        print(f"| {cell} | {u['words']} | {u['unseen_pct']:.1f}% | {u['seen_wrong_pct']:.1f}% / "
+              f"{u['unseen_wrong_pct']:.1f}% | {u['seen_points']:.2f} / {u['unseen_points']:.2f} / "
+              f"{u['insertion_points']:.2f} |")
     if args.json:
         args.json.write_text(json.dumps({"model_dir": str(args.model_dir), "num_utts": args.num_utts,
-                                         "cells": results, "voices": voices}, indent=1) + "\n")
+                                         "cells": results, "voices": voices, "unseen_words": unseen,
+                                         "train_text": [str(p) for p in train_text]}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

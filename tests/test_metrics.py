@@ -22,6 +22,7 @@ from zipformer_pc.metrics import (
     per_mark_table,
     score_corpus,
     score_utterance,
+    word_errors,
     write_error_file,
 )
 from zipformer_pc.text import PunctConfig
@@ -729,3 +730,23 @@ def test_score_utterance_exposes_numerators():
     assert u.punct_errors == 2
     assert u.case_errors == 1
     assert u.n_p == 2 and u.n_c == 2
+
+
+def test_word_errors_flags_the_reference_words_an_alignment_gets_wrong():
+    # "the whale rose" -> "the wail rose up": "whale" substituted, "up" inserted
+    assert word_errors("the whale rose".split(), "the wail rose up".split()) == ([False, True, False], 1)
+    # a deletion flags the word that is missing, not its neighbours
+    assert word_errors("call me ishmael".split(), "call ishmael".split()) == ([False, True, False], 0)
+    assert word_errors("a b".split(), []) == ([True, True], 0)
+    assert word_errors([], "a b".split()) == ([], 2)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.lists(st.sampled_from("abcd"), max_size=8), st.lists(st.sampled_from("abcde"), max_size=8))
+def test_word_errors_add_up_to_the_edit_distance_wer_counts(ref, hyp):
+    wrong, inserted = word_errors(ref, hyp)
+    assert len(wrong) == len(ref)
+    s = score_utterance("u", " ".join(ref), " ".join(hyp))
+    assert sum(wrong) + inserted == s.errors["np_nc"]
+    if ref == hyp:
+        assert not any(wrong) and inserted == 0

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "local"))
 
@@ -51,11 +53,30 @@ def test_ood_factors_fills_the_two_missing_cells(tiny_corpus, tmp_path):
     for cell in ("test", "voices_ood", "text_ood", "test_ood", *kokoro):
         assert f"| {cell} |" in r.stdout
     assert "WER added by the text" in r.stdout
-    # a second run reuses the audio of the first
+    # the unseen-word table splits each cell's WER exactly: seen words + unseen words + insertions
+    assert res["train_text"] == [str(tiny_corpus / "text/train.jsonl")]
+    for cell, u in res["unseen_words"].items():
+        assert u["seen_points"] + u["unseen_points"] + u["insertion_points"] == pytest.approx(res["cells"][cell]["wer"])
+        assert f"| {cell} | {u['words']} |" in r.stdout
+    # a second run reuses the audio of the first; with test's own text as the training text, no word of
+    # the Austen cells is unseen, and the figures do not move
     before = sorted(p.stat().st_mtime_ns for p in (work / "audio").rglob("*.flac"))
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(cmd + ["--train-text", str(tiny_corpus / "text/test.jsonl")], cwd=ROOT, capture_output=True,
+                       text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert sorted(p.stat().st_mtime_ns for p in (work / "audio").rglob("*.flac")) == before
+    res2 = json.loads(out.read_text())
+    assert res2["cells"] == res["cells"]
+    for cell in ("test", "voices_ood", *kokoro):
+        assert res2["unseen_words"][cell]["unseen_pct"] == 0
+    assert res2["unseen_words"]["test_ood"]["unseen_pct"] > 0  # Moby Dick's words are not all Austen's
+
+
+def test_ood_factors_names_a_missing_training_text(tiny_corpus, tmp_path):
+    r = subprocess.run([sys.executable, "benchmarks/ood_factors.py", "--data-dir", str(tiny_corpus),
+                        "--train-text", str(tmp_path / "nope.jsonl")], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0 and "nope.jsonl not found" in r.stderr
 
 
 def test_ood_factors_names_a_missing_corpus(tmp_path):

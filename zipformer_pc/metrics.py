@@ -129,6 +129,27 @@ def _edit_errors(ref: Sequence[str], hyp: Sequence[str]) -> int:
     return kaldialign.edit_distance(ref, hyp)["total"]
 
 
+_GAP = "\x00"  # no word of a transcript holds it
+
+
+def word_errors(ref: Sequence[str], hyp: Sequence[str]) -> Tuple[List[bool], int]:
+    """Which reference words a minimum-edit alignment with ``hyp`` gets wrong
+    (substituted or deleted), one flag per word of ``ref``, and how many words
+    it inserts: their sum is the edit distance that WER counts."""
+    if not hyp:
+        return [True] * len(ref), 0
+    if not ref:
+        return [], len(hyp)
+    wrong: List[bool] = []
+    inserted = 0
+    for r, h in kaldialign.align(ref, hyp, _GAP):
+        if r == _GAP:
+            inserted += 1
+        else:
+            wrong.append(r != h)
+    return wrong, inserted
+
+
 def score_utterance(
     utt_id: str, ref: str, hyp: str, config: PunctConfig = DEFAULT_PUNCT
 ) -> UttScore:
