@@ -129,9 +129,6 @@ def _edit_errors(ref: Sequence[str], hyp: Sequence[str]) -> int:
     return kaldialign.edit_distance(ref, hyp)["total"]
 
 
-_GAP = "\x00"  # no word of a transcript holds it
-
-
 def word_errors(ref: Sequence[str], hyp: Sequence[str]) -> Tuple[List[bool], int]:
     """Which reference words a minimum-edit alignment with ``hyp`` gets wrong
     (substituted or deleted), one flag per word of ``ref``, and how many words
@@ -142,8 +139,8 @@ def word_errors(ref: Sequence[str], hyp: Sequence[str]) -> Tuple[List[bool], int
         return [], len(hyp)
     wrong: List[bool] = []
     inserted = 0
-    for r, h in kaldialign.align(ref, hyp, _GAP):
-        if r == _GAP:
+    for r, h in kaldialign.align(ref, hyp, _EPS):
+        if r == _EPS:
             inserted += 1
         else:
             wrong.append(r != h)
