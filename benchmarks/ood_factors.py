@@ -33,6 +33,7 @@ nothing.
 """
 
 import argparse
+import itertools
 import json
 import logging
 import subprocess
@@ -44,7 +45,11 @@ from typing import Dict, List, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "local"))
 
+from text_cuts import read_utterances  # noqa: E402
+
+from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields  # noqa: E402
 from zipformer_pc.metrics import Views, fmt, word_errors  # noqa: E402
 from zipformer_pc.modes import add_derived  # noqa: E402
 from zipformer_pc.runtime import utterances  # noqa: E402
@@ -87,14 +92,9 @@ def first_texts(path: Path, n: int, prefix: str) -> List[dict]:
     """The first ``n`` utterances of a text split, under ids of their own (voices are drawn per id)."""
     if not path.is_file():
         raise SystemExit(f"{path} not found: --data-dir must be a synthetic corpus of prepare.sh (DATA_DIR/synth)")
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if len(out) == n:
-                break
-            u = json.loads(line)
-            u["id"] = f"{prefix}-{u['id'].rsplit('-', 1)[-1]}"
-            out.append(u)
+    out = list(itertools.islice(read_utterances(path), n))
+    for u in out:
+        u["id"] = f"{prefix}-{u['id'].rsplit('-', 1)[-1]}"
     return out
 
 
@@ -125,16 +125,14 @@ def figures(s: Dict[str, dict]) -> Dict[str, float]:
 
 
 def training_words(paths: List[Path]) -> set:
-    """The words (as WER counts them) of the N references of training texts of prepare.sh."""
-    from zipformer_pc.data.references import reference_fields
-
+    """The words (as WER counts them) of the N references of training texts of prepare.sh, made as the
+    corpus makes them (``local/text_cuts.py``; a line that is not an utterance is named)."""
     words: set = set()
     for path in paths:
         if not path.is_file():
             raise SystemExit(f"--train-text {path} not found (prepare.sh --stop-stage 0 writes DATA_DIR/text/train.jsonl)")
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                words.update(Views.of(reference_fields(json.loads(line)["text_raw"])["text"]).np_nc)
+        for utt in read_utterances(path):
+            words.update(Views.of(reference_fields(utt["text_raw"], config=SYNTH_PUNCT)["text"]).np_nc)
     return words
 
 
@@ -161,7 +159,6 @@ def unseen_split(decoded, seen: set) -> Dict[str, float]:
 
 def kokoro_missing() -> List[str]:
     """What the voices_kokoro cell needs and this machine lacks (``local/tts.py``)."""
-    sys.path.insert(0, str(ROOT / "local"))
     import tts
 
     return tts.missing_tools(tts.KOKORO_OOD_VOICES)[0]

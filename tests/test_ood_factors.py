@@ -79,6 +79,15 @@ def test_ood_factors_names_a_missing_training_text(tiny_corpus, tmp_path):
     assert r.returncode != 0 and "nope.jsonl not found" in r.stderr
 
 
+def test_ood_factors_names_a_training_text_line_that_is_not_an_utterance(tiny_corpus, tmp_path):
+    bad = tmp_path / "train.jsonl"
+    bad.write_text('{"id": "train-000000", "text_raw": "Call me Ishmael."}\n{"id": "train-000001"}\n')
+    r = subprocess.run([sys.executable, "benchmarks/ood_factors.py", "--data-dir", str(tiny_corpus),
+                        "--train-text", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert f"{bad}:2: not an utterance" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_ood_factors_names_a_missing_corpus(tmp_path):
     r = subprocess.run([sys.executable, "benchmarks/ood_factors.py", "--data-dir", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
