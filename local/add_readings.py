@@ -117,20 +117,30 @@ def add_readings(base: Path, readings: Path, speakers: Set[str], out: Path) -> C
                 f.write(json.dumps(cut) + "\n")
         os.replace(tmp, fbank / f"{PREFIX}{split}.jsonl.gz")
         counts[f"cuts in {split}"] = len(ids)
+    link_sets(base, out)
+    write_stats(out, "train")
+    return counts
+
+
+def link_sets(base: Path, out: Path) -> None:
+    """Links in ``out`` to ``base``'s dev, test and test_ood cuts, tokenizer and punctuation config."""
     links = [base / "fbank" / f"{PREFIX}{s}.jsonl.gz" for s in ("dev", "test", "test_ood")]
     links += sorted(base.glob("lang_bpe_*")) + [base / "punct_config.json"]
     for src in links:
         if not src.exists():
             continue
-        dst = (fbank if src.parent.name == "fbank" else out) / src.name
+        dst = (out / "fbank" if src.parent.name == "fbank" else out) / src.name
         if dst.is_symlink() or dst.exists():
             dst.unlink()
         dst.symlink_to(src.resolve())
+
+
+def write_stats(out: Path, train: str) -> None:
+    """``out/stats.md``: the table of ``local/manifest_stats.py`` for the ``train`` cuts and the test sets."""
     from manifest_stats import format_table, stats_of
 
-    parts = [fbank / f"{PREFIX}{s}.jsonl.gz" for s in ("train", "dev", "test", "test_ood")]
+    parts = [out / "fbank" / f"{PREFIX}{s}.jsonl.gz" for s in (train, "dev", "test", "test_ood")]
     (out / "stats.md").write_text(format_table([stats_of(str(p)) for p in parts if p.exists()]))
-    return counts
 
 
 def main() -> None:

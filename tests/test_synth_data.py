@@ -369,6 +369,58 @@ def test_add_readings_adds_other_voices_reading_the_training_text(corpus, cuts, 
     assert r.returncode != 0 and "directory of its own" in r.stderr
 
 
+def test_join_corpora_shuffles_prefixed_corpora_and_keeps_n_only_for_named_sources(corpus, cuts, tmp_path):
+    """local/join_corpora.py: the training cuts of both corpora (the second's ids prefixed), shuffled
+    by --seed; the cuts of --n-only-sources lose their P reference, the others keep it."""
+    import gzip
+
+    from lhotse import load_manifest
+
+    base = load_manifest(corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz")
+    source = _sup(base[0]).custom["source"]
+    named = {c.id for c in base if _sup(c).custom["source"] == source}
+    assert 0 < len(named) < len(base)
+    out = tmp_path / "out"
+    cmd = [PY, "local/join_corpora.py", "--out", str(out), "--seed", "3", str(corpus), f"x-={corpus}",
+           "--n-only-sources", f"{source},nothing"]
+    r = _run(cmd, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"N only ({source}) {2 * len(named)}" in r.stderr and f"cuts {2 * len(base)}" in r.stderr
+    assert "No cut has the text source nothing" in r.stderr
+    got = load_manifest(out / "fbank" / "synth_cuts_train_p1.jsonl.gz")
+    ids = [c.id for c in got]
+    assert sorted(ids) == sorted([c.id for c in base] + [f"x-{c.id}" for c in base])
+    assert ids[:len(base)] != [c.id for c in base]  # shuffled
+    for c in got:
+        orig = c.id[2:] if c.id.startswith("x-") else c.id
+        sup = _sup(c)
+        assert sup.id == c.id == sup.recording_id == c.recording.id
+        assert sup.text == _sup(base[orig]).text
+        assert has_p(c) == (orig not in named)
+        if orig in named:
+            assert RAW_KEY not in sup.custom
+    x = got[f"x-{base[0].id}"]
+    np.testing.assert_array_equal(x.load_features(), base[0].load_features())
+    assert (out / "fbank" / "synth_cuts_test.jsonl.gz").resolve() == (corpus / "fbank" / "synth_cuts_test.jsonl.gz")
+    assert (out / "lang_bpe_120" / "bpe.model").is_file()
+    assert (out / "stats.md").read_text().splitlines()[2].startswith(f"| synth_cuts_train_p1.jsonl.gz | {len(got)} |")
+    # the same seed gives the same manifest, another seed another order
+    before = gzip.decompress((out / "fbank" / "synth_cuts_train_p1.jsonl.gz").read_bytes())
+    assert _run(cmd, timeout=300).returncode == 0
+    assert gzip.decompress((out / "fbank" / "synth_cuts_train_p1.jsonl.gz").read_bytes()) == before
+    other = tmp_path / "other"
+    assert _run([PY, "local/join_corpora.py", "--out", str(other), "--seed", "4", str(corpus), f"x-={corpus}"],
+                timeout=300).returncode == 0
+    assert [c.id for c in load_manifest(other / "fbank" / "synth_cuts_train_p1.jsonl.gz")] != ids
+    # the same ids twice, a missing corpus, or --out on a corpus are refused
+    r = _run([PY, "local/join_corpora.py", "--out", str(tmp_path / "dup"), str(corpus), str(corpus)])
+    assert r.returncode != 0 and "twice" in r.stderr and "PREFIX=DIR" in r.stderr
+    r = _run([PY, "local/join_corpora.py", "--out", str(tmp_path / "none"), str(corpus), f"x-={tmp_path}"])
+    assert r.returncode != 0 and "has no fbank/synth_cuts_train_p1.jsonl.gz" in r.stderr
+    r = _run([PY, "local/join_corpora.py", "--out", str(corpus), str(corpus)])
+    assert r.returncode != 0 and "directory of its own" in r.stderr
+
+
 # ------------------------------------------------------------------------------ rerun
 
 

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""One training corpus from the training cuts of several, shuffled together.
+
+Usage:
+  ./local/join_corpora.py --out data_gc/synth --base data_g/synth \
+      data20/synth g-=data_g/synth --n-only-sources gcide --seed 42
+
+Each positional argument is a corpus directory (``prepare.sh``'s
+``data/synth``), optionally as ``PREFIX=DIR``: its cuts then get the ids
+``{PREFIX}{id}`` (cut, supervisions, recording), so two corpora that number
+their utterances alike can be joined.  Their ``fbank/synth_cuts_train_p1``
+manifests (filtered, with both references) are concatenated in the order
+given and shuffled by ``random.Random(--seed)``; the cuts keep their audio and
+features where they are.  ``--n-only-sources`` names text sources
+(``custom["source"]``: ``gcide`` or a book) whose cuts keep only their N
+reference (``zipformer_pc.data.references.withhold_p``), e.g. the dictionary
+text, whose marks are not the books'.
+
+``--out`` holds ``fbank/synth_cuts_train_p1.jsonl.gz`` (the manifest
+``pretrain.sh`` trains on), links to ``--base``'s dev, test and test_ood cuts,
+tokenizer and punctuation config (default: the first corpus's), and
+``stats.md``.  The punctuated-proportion subsets are not made.
+"""
+
+import argparse
+import gzip
+import json
+import logging
+import os
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Sequence, Set, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from add_readings import PREFIX, link_sets, read_cuts, write_stats  # noqa: E402
+
+TRAIN = "train_p1"
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("corpora", nargs="+", help="corpus directories, each DIR or PREFIX=DIR")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--base", type=Path, help="corpus whose dev/test sets and tokenizer are linked [the first]")
+    p.add_argument("--n-only-sources", default="", help="comma list of text sources whose cuts keep N only")
+    p.add_argument("--seed", type=int, default=42)
+    return p
+
+
+def parse_corpus(spec: str) -> Tuple[str, Path]:
+    """``PREFIX=DIR`` or ``DIR`` -> (prefix, directory)."""
+    prefix, sep, d = spec.partition("=")
+    return (prefix, Path(d)) if sep else ("", Path(spec))
+
+
+def prefixed(cut: Dict, prefix: str) -> Dict:
+    """The cut under the id ``{prefix}{id}``: its supervisions and recording too."""
+    if not prefix:
+        return cut
+    cut["id"] = prefix + cut["id"]
+    for s in cut["supervisions"]:
+        s["id"] = prefix + s["id"]
+        s["recording_id"] = prefix + s["recording_id"]
+    for part in ("recording", "features"):
+        if isinstance(cut.get(part), dict):
+            key = "id" if part == "recording" else "recording_id"
+            if key in cut[part]:
+                cut[part][key] = prefix + cut[part][key]
+    return cut
+
+
+def n_only(cut: Dict) -> Dict:
+    from lhotse import MonoCut
+
+    from zipformer_pc.data.references import withhold_p
+
+    return withhold_p(MonoCut.from_dict(cut)).to_dict()
+
+
+def join_corpora(corpora: Sequence[Tuple[str, Path]], out: Path, base: Path,
+                 n_only_sources: Set[str], seed: int) -> Counter:
+    dirs = [d for _, d in corpora] + [base]
+    for d in dirs:
+        if not (d / "fbank" / f"{PREFIX}{TRAIN}.jsonl.gz").is_file():
+            raise SystemExit(f"{d} has no fbank/{PREFIX}{TRAIN}.jsonl.gz: prepare it first (prepare.sh)")
+    if out.resolve() in {d.resolve() for d in dirs}:
+        raise SystemExit("--out must be a directory of its own")
+    counts: Counter = Counter()
+    cuts: List[Dict] = []
+    ids: Set[str] = set()
+    for prefix, d in corpora:
+        n = 0
+        for cut in read_cuts(d / "fbank" / f"{PREFIX}{TRAIN}.jsonl.gz"):
+            cut = prefixed(cut, prefix)
+            if cut["id"] in ids:
+                raise SystemExit(f"Cut id {cut['id']} twice (from {d}): give the corpora id prefixes (PREFIX=DIR)")
+            ids.add(cut["id"])
+            source = cut["supervisions"][0].get("custom", {}).get("source")
+            if source in n_only_sources:
+                cut = n_only(cut)
+                counts[f"N only ({source})"] += 1
+            cuts.append(cut)
+            n += 1
+        counts[f"from {d}"] = n
+        logging.info(f"{d}: {n} cuts")
+    for s in sorted(n_only_sources):
+        if not counts[f"N only ({s})"]:
+            logging.warning(f"No cut has the text source {s} (--n-only-sources)")
+    random.Random(seed).shuffle(cuts)
+    fbank = out / "fbank"
+    fbank.mkdir(parents=True, exist_ok=True)
+    tmp = fbank / f"{PREFIX}{TRAIN}.jsonl.gz.part"
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        for cut in cuts:
+            f.write(json.dumps(cut) + "\n")
+    os.replace(tmp, fbank / f"{PREFIX}{TRAIN}.jsonl.gz")
+    counts["cuts"] = len(cuts)
+    link_sets(base, out)
+    write_stats(out, TRAIN)
+    return counts
+
+
+def main() -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s [join_corpora] %(message)s", level=logging.INFO)
+    args = get_parser().parse_args()
+    corpora = [parse_corpus(s) for s in args.corpora]
+    sources = {s.strip() for s in args.n_only_sources.split(",") if s.strip()}
+    counts = join_corpora(corpora, args.out, args.base or corpora[0][1], sources, args.seed)
+    logging.info(f"{args.out}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+
+if __name__ == "__main__":
+    main()
