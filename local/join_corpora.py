@@ -64,11 +64,10 @@ def prefixed(cut: Dict, prefix: str) -> Dict:
     for s in cut["supervisions"]:
         s["id"] = prefix + s["id"]
         s["recording_id"] = prefix + s["recording_id"]
-    for part in ("recording", "features"):
-        if isinstance(cut.get(part), dict):
-            key = "id" if part == "recording" else "recording_id"
-            if key in cut[part]:
-                cut[part][key] = prefix + cut[part][key]
+    if "recording" in cut:
+        cut["recording"]["id"] = prefix + cut["recording"]["id"]
+    if "recording_id" in cut.get("features", {}):
+        cut["features"]["recording_id"] = prefix + cut["features"]["recording_id"]
     return cut
 
 
@@ -92,7 +91,7 @@ def join_corpora(corpora: Sequence[Tuple[str, Path]], out: Path, base: Path,
     cuts: List[Dict] = []
     ids: Set[str] = set()
     for prefix, d in corpora:
-        n = 0
+        n = counts[f"from {d}"] = 0
         for cut in read_cuts(d / "fbank" / f"{PREFIX}{TRAIN}.jsonl.gz"):
             cut = prefixed(cut, prefix)
             if cut["id"] in ids:
