@@ -28,7 +28,7 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Dict, Iterator, List, Set
+from typing import Dict, Iterable, Iterator, List, Set
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -49,6 +49,15 @@ def read_cuts(path: Path) -> Iterator[Dict]:
         for line in f:
             if line.strip():
                 yield json.loads(line)
+
+
+def write_cuts(path: Path, cuts: Iterable[Dict]) -> None:
+    """Cut dicts as a gzipped JSONL manifest, written beside and then moved into place."""
+    tmp = path.with_name(path.name + ".part")
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        for cut in cuts:
+            f.write(json.dumps(cut) + "\n")
+    os.replace(tmp, path)
 
 
 def text_of(cut: Dict) -> str:
@@ -108,14 +117,16 @@ def add_readings(base: Path, readings: Path, speakers: Set[str], out: Path) -> C
     fbank.mkdir(parents=True, exist_ok=True)
     for split in ("train", "train_p1"):
         ids = set()
-        tmp = fbank / f"{PREFIX}{split}.jsonl.gz.part"
-        with gzip.open(tmp, "wt", encoding="utf-8") as f:
-            for cut in itertools.chain(read_cuts(base / "fbank" / f"{PREFIX}{split}.jsonl.gz"), added):
+
+        def unique(cuts: Iterable[Dict]) -> Iterator[Dict]:
+            for cut in cuts:
                 if cut["id"] in ids:
                     raise SystemExit(f"Cut id {cut['id']} twice in {split}")
                 ids.add(cut["id"])
-                f.write(json.dumps(cut) + "\n")
-        os.replace(tmp, fbank / f"{PREFIX}{split}.jsonl.gz")
+                yield cut
+
+        write_cuts(fbank / f"{PREFIX}{split}.jsonl.gz",
+                   unique(itertools.chain(read_cuts(base / "fbank" / f"{PREFIX}{split}.jsonl.gz"), added)))
         counts[f"cuts in {split}"] = len(ids)
     link_sets(base, out)
     write_stats(out, "train")

@@ -23,10 +23,7 @@ tokenizer and punctuation config (default: the first corpus's), and
 """
 
 import argparse
-import gzip
-import json
 import logging
-import os
 import random
 import sys
 from collections import Counter
@@ -35,7 +32,7 @@ from typing import Dict, List, Sequence, Set, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from add_readings import PREFIX, link_sets, read_cuts, write_stats  # noqa: E402
+from add_readings import PREFIX, link_sets, read_cuts, write_cuts, write_stats  # noqa: E402
 
 TRAIN = "train_p1"
 
@@ -91,7 +88,7 @@ def join_corpora(corpora: Sequence[Tuple[str, Path]], out: Path, base: Path,
     cuts: List[Dict] = []
     ids: Set[str] = set()
     for prefix, d in corpora:
-        n = counts[f"from {d}"] = 0
+        counts[f"from {d}"] = 0
         for cut in read_cuts(d / "fbank" / f"{PREFIX}{TRAIN}.jsonl.gz"):
             cut = prefixed(cut, prefix)
             if cut["id"] in ids:
@@ -102,20 +99,15 @@ def join_corpora(corpora: Sequence[Tuple[str, Path]], out: Path, base: Path,
                 cut = n_only(cut)
                 counts[f"N only ({source})"] += 1
             cuts.append(cut)
-            n += 1
-        counts[f"from {d}"] = n
-        logging.info(f"{d}: {n} cuts")
+            counts[f"from {d}"] += 1
+        logging.info(f"{d}: {counts[f'from {d}']} cuts")
     for s in sorted(n_only_sources):
         if not counts[f"N only ({s})"]:
             logging.warning(f"No cut has the text source {s} (--n-only-sources)")
     random.Random(seed).shuffle(cuts)
     fbank = out / "fbank"
     fbank.mkdir(parents=True, exist_ok=True)
-    tmp = fbank / f"{PREFIX}{TRAIN}.jsonl.gz.part"
-    with gzip.open(tmp, "wt", encoding="utf-8") as f:
-        for cut in cuts:
-            f.write(json.dumps(cut) + "\n")
-    os.replace(tmp, fbank / f"{PREFIX}{TRAIN}.jsonl.gz")
+    write_cuts(fbank / f"{PREFIX}{TRAIN}.jsonl.gz", cuts)
     counts["cuts"] = len(cuts)
     link_sets(base, out)
     write_stats(out, TRAIN)
