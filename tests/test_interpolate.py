@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from zipformer_pc.training.checkpoint import averaged_weights, load_checkpoint, save_checkpoint
-from zipformer_pc.training.interpolate import interpolate, main
+from zipformer_pc.training.interpolate import interpolate, main, mix
 
 CONFIG = {"encoder": {"tiny": True}, "head": {"vocab_size": 7}}
 
@@ -106,3 +106,38 @@ def test_bad_requests_are_refused_and_nothing_is_lost(tmp_path):
         main(base[:2] + ["--iter", "15", *base[4:], "--out-dir", str(tmp_path / "w")])
     assert sorted(p.name for p in exp.glob("checkpoint-*.pt")) == ["checkpoint-10.pt", "checkpoint-20.pt"]
 
+
+
+def test_runs_from_one_start_mix_as_a_soup(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    exact_a = _run(a)
+    _run(b)  # read at batch 10 with other weights than run a's: its running mean there is the mean of 1..10
+    ck = load_checkpoint(b / "checkpoint-10.pt")
+    ck["model_avg"] = _weights(7)
+    save_checkpoint(b / "checkpoint-10.pt", ck)
+    start = _weights(3)
+    torch.save({"model": start}, tmp_path / "start.pt")
+    out = tmp_path / "soup"
+    main(["--exp-dir", str(a), str(b), "--iter", "20", "10", "--start", str(tmp_path / "start.pt"),
+          "--weight", "0.4", "0.2", "--out-dir", str(out)])
+    w = averaged_weights(out, iteration=20, avg=1)
+    for k in exact_a:
+        want = 0.4 * exact_a[k] + 0.2 * _weights(7)[k].double() + 0.4 * start[k].double()
+        assert torch.allclose(w["model"][k].double(), want, atol=1e-6), k
+    assert f"0.2 x {b}'s iter-10-avg-1 (mean of the weights after each of batches 1..10)" in w["how"]
+    assert "0.4 x the weights it started from" in w["how"]
+    ck = load_checkpoint(out / "checkpoint-20.pt")  # the first run's counters
+    assert ck["batch_idx_train"] == 20 and ck["interpolated"]["runs"] == [str(a), str(b)]
+    # one run mixed by mix() is interpolate()
+    run, other = _weights(1), _weights(2)
+    assert torch.equal(mix([run], [0.3], other)["a.weight"], interpolate(run, other, 0.3)["a.weight"])
+
+    with pytest.raises(SystemExit, match="one --iter and one --weight per --exp-dir"):
+        main(["--exp-dir", str(a), str(b), "--iter", "20", "--start", str(tmp_path / "start.pt"),
+              "--weight", "0.4", "0.2", "--out-dir", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match="sum to at most 1"):
+        main(["--exp-dir", str(a), str(b), "--iter", "20", "10", "--start", str(tmp_path / "start.pt"),
+              "--weight", "0.6", "0.5", "--out-dir", str(tmp_path / "x")])
+    with pytest.raises(ValueError, match="run 2's weights are of another architecture"):
+        mix([run, {**other, "b.bias": torch.zeros(6)}], [0.5, 0.5], other)
+    assert not (tmp_path / "x").exists()

@@ -575,7 +575,10 @@ def main() -> None:
                      f"weights: {c['how']} ({c['desc']}).")
         lines += training_story(args.exp_dir / name, c["args"])
         if c.get("interpolated"):
-            lines.append(f"  then mixed with the weights it started from (WiSE-FT), by `{c['interpolated']['command']}`")
+            others = len(c["interpolated"].get("runs", [])) - 1
+            soup = f" and {others} other run(s) fine-tuned from them (a model soup)" if others > 0 else ""
+            lines.append(f"  then mixed with the weights it started from (WiSE-FT){soup}, by "
+                         f"`{c['interpolated']['command']}`")
         lines.append("  " + start_note(name, init_source(args.exp_dir / name), old_text,
                                        published_from(out, name, args.exp_dir / name)))
     lines += ["",

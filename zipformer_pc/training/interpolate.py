@@ -20,6 +20,16 @@ arguments and its training logs copied, so that decoding, export and
 ``egs/synth/pretrain.sh --stage 3 --exp-dir ... --avg 1`` read it as
 ``--iter B --avg 1`` and log what it is.  It holds no optimizer state: it is
 not for resuming.
+
+Several runs fine-tuned from the same start mix the same way (a model soup,
+Wortsman et al., arXiv 2203.05482): one ``--iter`` and ``--weight`` per
+``--exp-dir``, the start weighted ``1 - sum(W)``:
+
+  python -m zipformer_pc.training.interpolate --exp-dir EXP_A/conditioned EXP_B/conditioned \\
+      --iter 3671 3309 --avg 1 --start egs/synth/pretrained/conditioned.pt --weight 0.4 0.2 \\
+      --out-dir EXP_SOUP/conditioned
+
+The first run names the checkpoint and lends its counters, arguments and logs.
 """
 
 import argparse
@@ -27,7 +37,7 @@ import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List, Sequence
 
 import torch
 
@@ -36,62 +46,90 @@ from zipformer_pc.training.checkpoint import averaged_weights, batch_checkpoints
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--exp-dir", type=Path, required=True, help="the fine-tuned run")
-    p.add_argument("--iter", type=int, required=True, help="its checkpoint-B.pt")
+    p.add_argument("--exp-dir", type=Path, nargs="+", required=True,
+                   help="the fine-tuned run (or runs, all started from --start)")
+    p.add_argument("--iter", type=int, nargs="+", required=True, help="its checkpoint-B.pt (one B per run)")
     p.add_argument("--avg", type=int, default=1, help="checkpoints averaged, as decode.py's --avg")
     p.add_argument("--start", type=Path, required=True, help=".pt with the weights the run started from")
-    p.add_argument("--weight", type=float, required=True,
-                   help="W of W * run + (1 - W) * start: 1 is the run alone, 0 the start alone")
+    p.add_argument("--weight", type=float, nargs="+", required=True,
+                   help="W of W * run + (1 - W) * start: 1 is the run alone, 0 the start alone "
+                        "(one W per run; the start gets 1 - their sum)")
     p.add_argument("--out-dir", type=Path, required=True, help="written: checkpoint-B.pt and log/")
     return p
 
 
-def interpolate(run: Dict[str, torch.Tensor], start: Dict[str, torch.Tensor], weight: float) -> Dict[str, torch.Tensor]:
-    """``weight * run + (1 - weight) * start`` for floating tensors (float32, mixed in float64);
-    other tensors (counters, indices) are the run's.  The two must hold the same names and shapes."""
-    if not 0.0 <= weight <= 1.0:
-        raise ValueError(f"the weight must be within [0, 1], got {weight}")
-    missing, extra = sorted(set(run) - set(start)), sorted(set(start) - set(run))
+def _check_same_architecture(run: Dict[str, torch.Tensor], other: Dict[str, torch.Tensor], what: str) -> None:
+    missing, extra = sorted(set(run) - set(other)), sorted(set(other) - set(run))
     if missing or extra:
-        raise ValueError(f"the start weights are of another architecture: missing {missing[:5]}, "
+        raise ValueError(f"{what} are of another architecture: missing {missing[:5]}, "
                          f"unexpected {extra[:5]} ({len(missing)} / {len(extra)} in all)")
+    for k, v in other.items():
+        if v.shape != run[k].shape:
+            raise ValueError(f"{what} are of another architecture: {k} is {tuple(v.shape)} there, "
+                             f"{tuple(run[k].shape)} in the run")
+
+
+def mix(runs: Sequence[Dict[str, torch.Tensor]], weights: Sequence[float],
+        start: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """``sum(W_i * run_i) + (1 - sum(W_i)) * start`` for floating tensors (float32, mixed in float64);
+    other tensors (counters, indices) are the first run's.  All must hold the same names and shapes."""
+    if len(runs) != len(weights) or not runs:
+        raise ValueError(f"one weight per run: {len(runs)} run(s), {len(weights)} weight(s)")
+    if any(w < 0.0 for w in weights) or sum(weights) > 1.0 + 1e-9:
+        raise ValueError(f"the weights must be within [0, 1] and sum to at most 1, got {list(weights)}")
+    _check_same_architecture(runs[0], start, "the start weights")
+    for i, run in enumerate(runs[1:], 2):
+        _check_same_architecture(runs[0], run, f"run {i}'s weights")
+    rest = 1.0 - sum(weights)
     out = {}
-    for k, v in run.items():
-        s = start[k]
-        if s.shape != v.shape:
-            raise ValueError(f"the start weights are of another architecture: {k} is {tuple(s.shape)} "
-                             f"there, {tuple(v.shape)} in the run")
+    for k, v in runs[0].items():
         if v.is_floating_point():
-            out[k] = (weight * v.to(torch.float64) + (1.0 - weight) * s.to(torch.float64)).to(torch.float32)
+            acc = rest * start[k].to(torch.float64)
+            for w, run in zip(weights, runs):
+                acc = acc + w * run[k].to(torch.float64)
+            out[k] = acc.to(torch.float32)
         else:
             out[k] = v.clone()
     return out
 
 
+def interpolate(run: Dict[str, torch.Tensor], start: Dict[str, torch.Tensor], weight: float) -> Dict[str, torch.Tensor]:
+    """``weight * run + (1 - weight) * start``: :func:`mix` of one run."""
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"the weight must be within [0, 1], got {weight}")
+    return mix([run], [weight], start)
+
+
 def main(argv=None) -> None:
     args = get_parser().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s", level=logging.INFO)
-    if args.out_dir.resolve() == args.exp_dir.resolve():
+    if not len(args.exp_dir) == len(args.iter) == len(args.weight):
+        raise SystemExit(f"give one --iter and one --weight per --exp-dir: {len(args.exp_dir)} run(s), "
+                         f"{len(args.iter)} --iter, {len(args.weight)} --weight")
+    if any(args.out_dir.resolve() == e.resolve() for e in args.exp_dir):
         raise SystemExit("--out-dir must not be the run's --exp-dir")
     try:
-        w = averaged_weights(args.exp_dir, avg=args.avg, iteration=args.iter)
+        ws: List[Dict[str, Any]] = [averaged_weights(e, avg=args.avg, iteration=b) for e, b in zip(args.exp_dir, args.iter)]
         start = load_checkpoint(args.start)
         if "model" not in start:
             raise ValueError(f"{args.start} holds no 'model' weights")
-        mixed = interpolate(w["model"], start["model"], args.weight)
+        mixed = mix([w["model"] for w in ws], args.weight, start["model"])
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"Cannot interpolate: {e}")
-    end = load_checkpoint(args.exp_dir / f"checkpoint-{args.iter}.pt")
+    exp, it = args.exp_dir[0], args.iter[0]
+    end = load_checkpoint(exp / f"checkpoint-{it}.pt")
     command = " ".join(["python -m zipformer_pc.training.interpolate", *(sys.argv[1:] if argv is None else argv)])
-    first, last = w["batches"]
+    first, last = ws[0]["batches"]
     start_desc = start.get("averaged") or f"its weights after batch {start.get('batch_idx_train', '?')}"
-    how = (f"{args.weight:g} x the run's {w['desc']} ({w['how']}) + {1 - args.weight:g} x the weights it "
-           f"started from ({args.start}: {start_desc})")
+    parts = [f"{args.weight[0]:g} x the run's {ws[0]['desc']} ({ws[0]['how']})"]
+    parts += [f"{wt:g} x {e}'s {w['desc']} ({w['how']})" for e, wt, w in zip(args.exp_dir[1:], args.weight[1:], ws[1:])]
+    how = " + ".join(parts) + f" + {1 - sum(args.weight):g} x the weights it started from ({args.start}: {start_desc})"
     state: Dict[str, Any] = {
-        "model": mixed, "model_avg": mixed, "model_avg_batches": last, "model_config": w["model_config"],
-        "interpolated": {"weight": args.weight, "how": how, "batches": [first, last], "run": str(args.exp_dir),
+        "model": mixed, "model_avg": mixed, "model_avg_batches": last, "model_config": ws[0]["model_config"],
+        "interpolated": {"weight": args.weight[0], "weights": list(args.weight), "how": how,
+                         "batches": [first, last], "run": str(exp), "runs": [str(e) for e in args.exp_dir],
                          "start": str(args.start), "command": command},
-        # the run's counters, so that cards and logs report the training behind the mix; keep_last_k 0:
+        # the first run's counters, so that cards and logs report the training behind the mix; keep_last_k 0:
         # this directory's one checkpoint is all there is (--iter B --avg 1 averages from its start)
         "args": {**(end.get("args") or {}), "keep_last_k": 0},
     }
@@ -106,11 +144,11 @@ def main(argv=None) -> None:
                          "--out-dir")
     for p in batch_checkpoints(args.out_dir):
         p.unlink()
-    save_checkpoint(args.out_dir / f"checkpoint-{args.iter}.pt", state)
-    if (args.exp_dir / "log").is_dir():
+    save_checkpoint(args.out_dir / f"checkpoint-{it}.pt", state)
+    if (exp / "log").is_dir():
         shutil.rmtree(args.out_dir / "log", ignore_errors=True)
-        shutil.copytree(args.exp_dir / "log", args.out_dir / "log")
-    logging.info(f"Wrote {args.out_dir / f'checkpoint-{args.iter}.pt'}: {how}")
+        shutil.copytree(exp / "log", args.out_dir / "log")
+    logging.info(f"Wrote {args.out_dir / f'checkpoint-{it}.pt'}: {how}")
 
 
 if __name__ == "__main__":
