@@ -107,7 +107,6 @@ def test_bad_requests_are_refused_and_nothing_is_lost(tmp_path):
     assert sorted(p.name for p in exp.glob("checkpoint-*.pt")) == ["checkpoint-10.pt", "checkpoint-20.pt"]
 
 
-
 def test_runs_from_one_start_mix_as_a_soup(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     exact_a = _run(a)

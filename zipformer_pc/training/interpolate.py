@@ -109,7 +109,8 @@ def main(argv=None) -> None:
     if any(args.out_dir.resolve() == e.resolve() for e in args.exp_dir):
         raise SystemExit("--out-dir must not be the run's --exp-dir")
     try:
-        ws: List[Dict[str, Any]] = [averaged_weights(e, avg=args.avg, iteration=b) for e, b in zip(args.exp_dir, args.iter)]
+        ws: List[Dict[str, Any]] = [averaged_weights(e, avg=args.avg, iteration=b)
+                                    for e, b in zip(args.exp_dir, args.iter)]
         start = load_checkpoint(args.start)
         if "model" not in start:
             raise ValueError(f"{args.start} holds no 'model' weights")
