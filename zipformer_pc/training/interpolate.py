@@ -95,8 +95,6 @@ def mix(runs: Sequence[Dict[str, torch.Tensor]], weights: Sequence[float],
 
 def interpolate(run: Dict[str, torch.Tensor], start: Dict[str, torch.Tensor], weight: float) -> Dict[str, torch.Tensor]:
     """``weight * run + (1 - weight) * start``: :func:`mix` of one run."""
-    if not 0.0 <= weight <= 1.0:
-        raise ValueError(f"the weight must be within [0, 1], got {weight}")
     return mix([run], [weight], start)
 
 
@@ -127,9 +125,8 @@ def main(argv=None) -> None:
     how = " + ".join(parts) + f" + {1 - sum(args.weight):g} x the weights it started from ({args.start}: {start_desc})"
     state: Dict[str, Any] = {
         "model": mixed, "model_avg": mixed, "model_avg_batches": last, "model_config": ws[0]["model_config"],
-        "interpolated": {"weight": args.weight[0], "weights": list(args.weight), "how": how,
-                         "batches": [first, last], "run": str(exp), "runs": [str(e) for e in args.exp_dir],
-                         "start": str(args.start), "command": command},
+        "interpolated": {"weights": list(args.weight), "how": how, "batches": [first, last],
+                         "runs": [str(e) for e in args.exp_dir], "start": str(args.start), "command": command},
         # the first run's counters, so that cards and logs report the training behind the mix; keep_last_k 0:
         # this directory's one checkpoint is all there is (--iter B --avg 1 averages from its start)
         "args": {**(end.get("args") or {}), "keep_last_k": 0},
