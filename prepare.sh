@@ -18,7 +18,7 @@
 #   --size default|tiny           synth corpus size preset [default]
 #   --voice-set default|wide|mixed  synth train voices: the 11 in-domain ones, or those plus ~570
 #                                 espeak-ng variants and wider prosody, or per utterance one of the
-#                                 two (40% wide; local/synthesize.py); dev, test and test_ood keep
+#                                 two (40% wide; local/synthesize.py); the dev and test sets keep
 #                                 theirs [default]
 #   --extra-voices F              synth: share of the training utterances read by 12 speakers of other
 #                                 engines (svox pico, RHVoice, MBROLA, festival rab/don, Piper; their
@@ -32,7 +32,8 @@
 #   --gcide-hours H               synth: ~H more hours of training text from Webster's 1913 dictionary
 #                                 (definitions and quotations, Debian dict-gcide): Austen's vocabulary
 #                                 misses 16% of test_ood's words [0]
-#   --test-utts N                 synth utterances in test and in test_ood, overrides the preset [preset]
+#   --test-utts N                 synth utterances in test and in test_ood, overrides the preset (dev and
+#                                 dev_ood: 150, tiny 12) [preset]
 #   --vocab-size N                sentencepiece vocabulary [256 synth, 500 librispeech, 120 tiny]
 #   --bpe-model FILE              use this trained tokenizer instead of training one (its size is the
 #                                 vocabulary), e.g. egs/synth/pretrained/bpe.model to fine-tune the
@@ -44,7 +45,8 @@
 #
 # Stages, synth:
 #   0 text: Jane Austen (in-domain) and Moby Dick (out-of-domain) utterances
-#   1 speech: Debian TTS voices; train/dev/test with in-domain voices, test_ood with held-out ones
+#   1 speech: Debian TTS voices; train/dev/test with in-domain voices, test_ood and its dev set dev_ood
+#     (other Moby Dick text) with held-out ones; a corpus made before dev_ood gets it added
 #   2 fbank features          3 sentencepiece tokenizer on P+N train text
 #   4 filter + punctuated-proportion subsets     5 manifest statistics
 # Stages, librispeech:
@@ -131,9 +133,10 @@ EOF
 
 # run_stage N NAME OPTIONS: true when stage N is selected and its marker does
 # not already record OPTIONS; the caller runs the stage then calls mark_done.
+in_range() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
 run_stage() {
   local n=$1 name=$2 opts=$3
-  [ "$stage" -le "$n" ] && [ "$stop_stage" -ge "$n" ] || return 1
+  in_range "$n" || return 1
   local marker=$dir/.done.$name
   if [ -f "$marker" ] && [ "$(cat "$marker")" = "$opts" ]; then
     log "Stage $n ($name): already done with the same options, skipping"
@@ -147,7 +150,7 @@ mark_done() { echo "$2" > "$dir/.done.$1"; }
 bpe_dir=$dir/lang_bpe_$vocab_size
 
 if [ "$dataset" = synth ]; then
-  splits="train dev test test_ood"
+  splits="train dev test test_ood dev_ood"
 
   # text_rules: the version of the text preparation's rules; a corpus made by older rules is made
   # again (2: titles without their period, "Mr Elliot", spelt out as the voices read them)
@@ -155,11 +158,16 @@ if [ "$dataset" = synth ]; then
   # recorded only when not 1, so that existing corpora stay done
   [ "$question_readings" = 1 ] || opts="$opts question_readings=$question_readings"
   [ "$gcide_hours" = 0 ] || opts="$opts gcide_hours=$gcide_hours"
+  text_args=(--out-dir "$dir/text" --train-hours "$train_hours" --dev-utts "$dev_utts" --test-utts "$test_utts"
+    --ood-utts "$ood_utts" --dev-ood-utts "$dev_utts" --seed "$seed" --train-question-readings "$question_readings"
+    --gcide-hours "$gcide_hours")
   if run_stage 0 text "$opts"; then
-    python3 local/prepare_synth_text.py --out-dir "$dir/text" --train-hours "$train_hours" \
-      --dev-utts "$dev_utts" --test-utts "$test_utts" --ood-utts "$ood_utts" --seed "$seed" \
-      --train-question-readings "$question_readings" --gcide-hours "$gcide_hours"
+    python3 local/prepare_synth_text.py "${text_args[@]}"
     mark_done text "$opts"
+  elif in_range 0 && [ ! -f "$dir/text/dev_ood.jsonl" ]; then
+    # a corpus made before dev_ood: its text only (the other splits are left as they are)
+    log "Stage 0: adding dev_ood to a corpus made without it"
+    python3 local/prepare_synth_text.py "${text_args[@]}" --splits dev_ood
   fi
 
   opts="$opts nj=$nj"
@@ -167,17 +175,21 @@ if [ "$dataset" = synth ]; then
   [ "$voice_set" = default ] || opts="$opts voice_set=$voice_set"
   [ "$extra_voices" = 0 ] || opts="$opts extra_voices=$extra_voices"
   [ "$kokoro_voices" = 0 ] || opts="$opts kokoro_voices=$kokoro_voices"
+  synthesize() {
+    local split=$1 voices=train vset=default extra=0 kokoro=0
+    case "$split" in test_ood|dev_ood) voices=ood ;; esac
+    # the wide voice set reads train only: the dev and test sets keep their voices (comparable metrics)
+    [ "$split" = train ] && { vset=$voice_set; extra=$extra_voices; kokoro=$kokoro_voices; }
+    python3 local/synthesize.py --text "$dir/text/$split.jsonl" --voices $voices --voice-set $vset \
+      --extra-voices "$extra" --kokoro-voices "$kokoro" --split "$split" \
+      --audio-dir "$dir/audio/$split" --manifest-dir "$dir/manifests" --nj "$nj" --seed "$seed"
+  }
   if run_stage 1 speech "$opts"; then
-    for split in $splits; do
-      voices=train; [ "$split" = test_ood ] && voices=ood
-      # the wide voice set reads train only: dev, test and test_ood keep their voices (comparable metrics)
-      vset=default; extra=0; kokoro=0
-      [ "$split" = train ] && { vset=$voice_set; extra=$extra_voices; kokoro=$kokoro_voices; }
-      python3 local/synthesize.py --text "$dir/text/$split.jsonl" --voices $voices --voice-set $vset \
-        --extra-voices "$extra" --kokoro-voices "$kokoro" --split "$split" \
-        --audio-dir "$dir/audio/$split" --manifest-dir "$dir/manifests" --nj "$nj" --seed "$seed"
-    done
+    for split in $splits; do synthesize "$split"; done
     mark_done speech "$opts"
+  elif in_range 1 && [ ! -f "$dir/manifests/synth_recordings_dev_ood.jsonl.gz" ]; then
+    log "Stage 1: adding dev_ood to a corpus made without it"
+    synthesize dev_ood
   fi
 fi
 
@@ -198,14 +210,18 @@ fi
 
 # ---------------------------------------------------------------- common stages
 opts="$(cat "$dir/.done.speech" "$dir/.done.manifests" 2>/dev/null | tr '\n' ' ' || true) speed_perturb=$speed_perturb"
+fbank() {
+  local split=$1 sp=false
+  case "$split" in train|train-*) sp=$speed_perturb ;; esac
+  python3 local/compute_fbank.py --manifest-dir "$dir/manifests" --prefix "$dataset" --split "$split" \
+    --output-dir "$dir/fbank" --speed-perturb "$sp" --num-threads "$nj"
+}
 if run_stage 2 fbank "$opts"; then
-  for split in $splits; do
-    sp=false
-    case "$split" in train|train-*) sp=$speed_perturb ;; esac
-    python3 local/compute_fbank.py --manifest-dir "$dir/manifests" --prefix "$dataset" --split "$split" \
-      --output-dir "$dir/fbank" --speed-perturb "$sp" --num-threads "$nj"
-  done
+  for split in $splits; do fbank "$split"; done
   mark_done fbank "$opts"
+elif [ "$dataset" = synth ] && in_range 2 && [ ! -f "$dir/fbank/synth_cuts_dev_ood.jsonl.gz" ]; then
+  log "Stage 2: adding dev_ood to a corpus made without it"
+  fbank dev_ood
 fi
 
 train_cuts=()

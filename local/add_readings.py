@@ -15,7 +15,7 @@ other TTS engines (``local/tts.py``'s EXTRA_VOICES, ``prepare.sh
 audio and features where they are (the manifests point to them) and get the
 ids ``{id}_{speaker}``.  ``--out`` holds ``fbank/synth_cuts_train.jsonl.gz``
 and ``..._train_p1.jsonl.gz`` (the manifest ``pretrain.sh`` trains on), links
-to ``--base``'s dev, test and test_ood cuts, tokenizer and punctuation config,
+to ``--base``'s dev and test cuts, tokenizer and punctuation config,
 and ``stats.md``.  The punctuated-proportion subsets are not made.
 """
 
@@ -134,8 +134,8 @@ def add_readings(base: Path, readings: Path, speakers: Set[str], out: Path) -> C
 
 
 def link_sets(base: Path, out: Path) -> None:
-    """Links in ``out`` to ``base``'s dev, test and test_ood cuts, tokenizer and punctuation config."""
-    links = [base / "fbank" / f"{PREFIX}{s}.jsonl.gz" for s in ("dev", "test", "test_ood")]
+    """Links in ``out`` to ``base``'s dev and test cuts (dev_ood when it has them), tokenizer and punctuation config."""
+    links = [base / "fbank" / f"{PREFIX}{s}.jsonl.gz" for s in ("dev", "test", "test_ood", "dev_ood")]
     links += sorted(base.glob("lang_bpe_*")) + [base / "punct_config.json"]
     for src in links:
         if not src.exists():
@@ -150,7 +150,7 @@ def write_stats(out: Path, train: str) -> None:
     """``out/stats.md``: the table of ``local/manifest_stats.py`` for the ``train`` cuts and the test sets."""
     from manifest_stats import format_table, stats_of
 
-    parts = [out / "fbank" / f"{PREFIX}{s}.jsonl.gz" for s in (train, "dev", "test", "test_ood")]
+    parts = [out / "fbank" / f"{PREFIX}{s}.jsonl.gz" for s in (train, "dev", "test", "test_ood", "dev_ood")]
     (out / "stats.md").write_text(format_table([stats_of(str(p)) for p in parts if p.exists()]))
 
 

@@ -14,10 +14,11 @@ given and shuffled by ``random.Random(--seed)``; the cuts keep their audio and
 features where they are.  ``--n-only-sources`` names text sources
 (``custom["source"]``: ``gcide`` or a book) whose cuts keep only their N
 reference (``zipformer_pc.data.references.withhold_p``), e.g. the dictionary
-text, whose marks are not the books'.
+text, whose marks are not the books'; ``--drop-sources`` names sources whose
+cuts are left out (counted in the log), e.g. ``gcide`` for a corpus's books only.
 
 ``--out`` holds ``fbank/synth_cuts_train_p1.jsonl.gz`` (the manifest
-``pretrain.sh`` trains on), links to ``--base``'s dev, test and test_ood cuts,
+``pretrain.sh`` trains on), links to ``--base``'s dev and test cuts,
 tokenizer and punctuation config (default: the first corpus's), and
 ``stats.md``.  The punctuated-proportion subsets are not made.
 """
@@ -43,6 +44,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--base", type=Path, help="corpus whose dev/test sets and tokenizer are linked [the first]")
     p.add_argument("--n-only-sources", default="", help="comma list of text sources whose cuts keep N only")
+    p.add_argument("--drop-sources", default="", help="comma list of text sources whose cuts are left out")
     p.add_argument("--seed", type=int, default=42)
     return p
 
@@ -77,7 +79,9 @@ def n_only(cut: Dict) -> Dict:
 
 
 def join_corpora(corpora: Sequence[Tuple[str, Path]], out: Path, base: Path,
-                 n_only_sources: Set[str], seed: int) -> Counter:
+                 n_only_sources: Set[str], seed: int, drop_sources: Set[str] = frozenset()) -> Counter:
+    if n_only_sources & drop_sources:
+        raise SystemExit(f"Sources both N only and dropped: {', '.join(sorted(n_only_sources & drop_sources))}")
     dirs = [d for _, d in corpora] + [base]
     for d in dirs:
         if not (d / "fbank" / f"{PREFIX}{TRAIN}.jsonl.gz").is_file():
@@ -95,6 +99,9 @@ def join_corpora(corpora: Sequence[Tuple[str, Path]], out: Path, base: Path,
                 raise SystemExit(f"Cut id {cut['id']} twice (from {d}): give the corpora id prefixes (PREFIX=DIR)")
             ids.add(cut["id"])
             source = cut["supervisions"][0].get("custom", {}).get("source")
+            if source in drop_sources:
+                counts[f"dropped ({source})"] += 1
+                continue
             if source in n_only_sources:
                 cut = n_only(cut)
                 counts[f"N only ({source})"] += 1
@@ -104,6 +111,11 @@ def join_corpora(corpora: Sequence[Tuple[str, Path]], out: Path, base: Path,
     for s in sorted(n_only_sources):
         if not counts[f"N only ({s})"]:
             logging.warning(f"No cut has the text source {s} (--n-only-sources)")
+    for s in sorted(drop_sources):
+        if not counts[f"dropped ({s})"]:
+            logging.warning(f"No cut has the text source {s} (--drop-sources)")
+    if not cuts:
+        raise SystemExit("No cut is left to train on (--drop-sources)")
     random.Random(seed).shuffle(cuts)
     fbank = out / "fbank"
     fbank.mkdir(parents=True, exist_ok=True)
@@ -119,7 +131,8 @@ def main() -> None:
     args = get_parser().parse_args()
     corpora = [parse_corpus(s) for s in args.corpora]
     sources = {s.strip() for s in args.n_only_sources.split(",") if s.strip()}
-    counts = join_corpora(corpora, args.out, args.base or corpora[0][1], sources, args.seed)
+    drop = {s.strip() for s in args.drop_sources.split(",") if s.strip()}
+    counts = join_corpora(corpora, args.out, args.base or corpora[0][1], sources, args.seed, drop)
     logging.info(f"{args.out}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 

@@ -3,7 +3,9 @@
 
 Usage:
   ./local/prepare_synth_text.py --out-dir data/synth/text --train-hours 2 \
-      --dev-utts 150 --test-utts 300 --ood-utts 300 --seed 42
+      --dev-utts 150 --test-utts 300 --ood-utts 300 --dev-ood-utts 150 --seed 42
+  # one split only, e.g. dev_ood for a corpus made before it existed
+  ./local/prepare_synth_text.py --out-dir data/synth/text ... --splits dev_ood
 
 In-domain text is Jane Austen's six novels (Debian package
 ``r-cran-janeaustenr``); out-of-domain text is Herman Melville's *Moby Dick*
@@ -32,7 +34,14 @@ holds a question K times in all: the copies come after the originals with
 ids of their own, so other voices read them (local/synthesize.py draws a
 voice per id) and the first readings keep their ids and audio.
 
-Writes ``{train,dev,test,test_ood}.jsonl``: one utterance a line with ``id``,
+``dev_ood`` is test_ood's dev set, as LibriSpeech's dev-other is test-other's:
+other Moby Dick text (never a test_ood sentence), for the held-out voices to
+read, so that choices made for out-of-domain speech (a mix weight, a search
+setting) need not look at test_ood.  It is drawn after test_ood, from a
+generator of its own: test_ood and every other split are the same with or
+without it.
+
+Writes ``{train,dev,test,test_ood,dev_ood}.jsonl``: one utterance a line with ``id``,
 ``source`` (book), ``text_raw`` (folded ASCII prose, the reference source) and
 ``tts_text`` (what the voices read: the same words, quotes and italics
 removed), plus ``stats.json``.
@@ -57,6 +66,7 @@ MOBYDICK_RDATA = "/usr/lib/R/site-library/tokenizers/data/Rdata"
 GCIDE_DICTS = ("/usr/share/dictd/gcide.dict.dz", str(Path(sys.prefix) / "share/gcide/gcide.dict.dz"))
 AUSTEN_BOOKS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey", "persuasion")
 
+SPLITS = ("train", "dev", "test", "test_ood", "dev_ood")
 WORDS_PER_SECOND = 3.0  # measured speaking rate of the voices, pauses included
 
 # Spelt out before sentence splitting, so that P, N and the audio agree.
@@ -351,6 +361,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--dev-utts", type=int, default=150)
     p.add_argument("--test-utts", type=int, default=300)
     p.add_argument("--ood-utts", type=int, default=300)
+    p.add_argument("--dev-ood-utts", type=int, default=150,
+                   help="Utterances of dev_ood: Moby Dick text outside test_ood, for the held-out voices")
+    p.add_argument("--splits", default=",".join(SPLITS),
+                   help="Comma-separated splits to write (all are drawn, so each is the same whichever are written)")
     p.add_argument("--max-question-fraction", type=float, default=0.4,
                    help="At most this fraction of a split's words come from question utterances")
     p.add_argument("--train-question-readings", type=int, default=1,
@@ -389,6 +403,10 @@ def main() -> None:
     args = get_parser().parse_args()
     if args.train_question_readings < 1:
         raise SystemExit(f"--train-question-readings must be >= 1, got {args.train_question_readings}")
+    wanted = [s for s in args.splits.split(",") if s]
+    unknown = sorted(set(wanted) - set(SPLITS))
+    if unknown or not wanted:
+        raise SystemExit(f"--splits: choose among {', '.join(SPLITS)}, got {args.splits!r}")
     rng = random.Random(args.seed)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -420,11 +438,18 @@ def main() -> None:
     # training text, whose size (--train-hours) must not change the test set
     ood_rng = random.Random(f"test_ood-{args.seed}")
     ood_avg = sum(u["num_words"] for u in ood_pool) / max(1, len(ood_pool))
-    splits["test_ood"], _ = select(ood_pool, ood_rng, args.ood_utts * ood_avg, args.max_question_fraction)
+    splits["test_ood"], ood_left = select(ood_pool, ood_rng, args.ood_utts * ood_avg, args.max_question_fraction)
     splits["test_ood"] = splits["test_ood"][: args.ood_utts]
+    # dev_ood: from the Moby Dick utterances test_ood's selection never drew
+    # (so none is in both), with a generator of its own
+    dev_ood_rng = random.Random(f"dev_ood-{args.seed}")
+    splits["dev_ood"], _ = select(ood_left, dev_ood_rng, args.dev_ood_utts * ood_avg, args.max_question_fraction)
+    splits["dev_ood"] = splits["dev_ood"][: args.dev_ood_utts]
 
-    stats = {}
-    for name, utts in splits.items():
+    stats_file = out_dir / "stats.json"
+    stats = json.loads(stats_file.read_text()) if stats_file.exists() and len(wanted) < len(SPLITS) else {}
+    for name in wanted:
+        utts = splits[name]
         with open(out_dir / f"{name}.jsonl", "w", encoding="utf-8") as f:
             for i, u in enumerate(utts):
                 u = {"id": f"{name}-{i:06d}", **u}
@@ -439,7 +464,7 @@ def main() -> None:
     if estimated_train_hours < args.train_hours * 0.99:
         logging.warning(f"--train-hours {args.train_hours}: the Austen text left after dev and test holds "
                         f"only ~{estimated_train_hours:.1f} h; train takes all of it")
-    (out_dir / "stats.json").write_text(json.dumps(stats, indent=1) + "\n")
+    stats_file.write_text(json.dumps(stats, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import tts  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-SPLITS = ("train", "dev", "test", "test_ood")
+SPLITS = ("train", "dev", "test", "test_ood", "dev_ood")
 PROPORTIONS = (1.0, 0.5, 0.35, 0.2, 0.05)
 STAGES = {0: "text", 1: "speech", 2: "fbank", 3: "bpe", 4: "subsets"}
 PY = sys.executable
@@ -99,6 +99,8 @@ def test_cuts_validate_and_have_fbank_features(corpus, cuts, split):
     expected = {"dev": 12, "test": 12, "test_ood": 12}.get(split)
     if expected is not None:
         assert len(cs) == expected
+    elif split == "dev_ood":  # utterances drawn to ~12 utterances' words: long ones make fewer
+        assert 8 <= len(cs) <= 12
     else:
         assert 20 <= len(cs) <= 80
     # no synthesis failure on the tiny corpus: one cut per text line, same ids
@@ -170,12 +172,13 @@ def test_speakers_and_sources_of_splits(cuts):
     sources = {s: {_sup(c).custom["source"] for c in cuts[s]} for s in SPLITS}
     train_pool = {v.name for v in tts.TRAIN_VOICES}
     ood_pool = {v.name for v in tts.OOD_VOICES}
-    assert not speakers["test_ood"] & speakers["train"]
-    assert speakers["test_ood"] <= ood_pool
+    for s in ("test_ood", "dev_ood"):
+        assert not speakers[s] & speakers["train"]
+        assert speakers[s] <= ood_pool
     for s in ("train", "dev", "test"):
         assert speakers[s] <= train_pool
     assert len(speakers["train"]) >= 5  # several voices, not one
-    assert sources["test_ood"] == {"mobydick"}
+    assert sources["test_ood"] == sources["dev_ood"] == {"mobydick"}
     for s in ("train", "dev", "test"):
         assert sources[s] <= set(prepare_synth_text.AUSTEN_BOOKS)
     assert len(sources["train"]) >= 3
@@ -184,9 +187,10 @@ def test_speakers_and_sources_of_splits(cuts):
 def test_eval_sentences_not_in_train(cuts):
     n = {s: [_sup(c).text for c in cuts[s]] for s in SPLITS}
     train = set(n["train"])
-    for s in ("dev", "test", "test_ood"):
+    for s in ("dev", "test", "test_ood", "dev_ood"):
         assert not train & set(n[s]), s
     assert not set(n["dev"]) & set(n["test"])
+    assert not set(n["dev_ood"]) & set(n["test_ood"])
     assert len(set(n["train"])) == len(n["train"])
     # no sentence is shared either (the de-duplication is per sentence)
     def sentences(s):
@@ -194,6 +198,7 @@ def test_eval_sentences_not_in_train(cuts):
 
     for s in ("dev", "test"):
         assert not sentences("train") & sentences(s), s
+    assert not sentences("dev_ood") & sentences("test_ood")
 
 
 def test_questions_are_represented(corpus, cuts):
@@ -358,7 +363,7 @@ def test_add_readings_adds_other_voices_reading_the_training_text(corpus, cuts, 
     assert (out / "fbank" / "synth_cuts_dev.jsonl.gz").resolve() == (corpus / "fbank" / "synth_cuts_dev.jsonl.gz")
     assert (out / "lang_bpe_120" / "bpe.model").is_file() and (out / "punct_config.json").is_file()
     rows = (out / "stats.md").read_text().splitlines()
-    assert rows[2].startswith(f"| synth_cuts_train.jsonl.gz | {len(cuts['train']) + len(own)} |") and len(rows) == 6
+    assert rows[2].startswith(f"| synth_cuts_train.jsonl.gz | {len(cuts['train']) + len(own)} |") and len(rows) == 7
     # again: the same manifests; a corpus without the manifest, or --out on --base, is refused
     before = (out / "fbank" / "synth_cuts_train_p1.jsonl.gz").read_bytes()
     assert _run(cmd, timeout=300).returncode == 0
@@ -401,9 +406,23 @@ def test_join_corpora_shuffles_prefixed_corpora_and_keeps_n_only_for_named_sourc
             assert RAW_KEY not in sup.custom
     x = got[f"x-{base[0].id}"]
     np.testing.assert_array_equal(x.load_features(), base[0].load_features())
-    assert (out / "fbank" / "synth_cuts_test.jsonl.gz").resolve() == (corpus / "fbank" / "synth_cuts_test.jsonl.gz")
+    for split in ("test", "dev_ood"):
+        link = out / "fbank" / f"synth_cuts_{split}.jsonl.gz"
+        assert link.resolve() == corpus / "fbank" / f"synth_cuts_{split}.jsonl.gz"
     assert (out / "lang_bpe_120" / "bpe.model").is_file()
     assert (out / "stats.md").read_text().splitlines()[2].startswith(f"| synth_cuts_train_p1.jsonl.gz | {len(got)} |")
+    # --drop-sources: the named source's cuts left out and counted, the rest as without it
+    dropped = tmp_path / "dropped"
+    r = _run([PY, "local/join_corpora.py", "--out", str(dropped), "--seed", "3", str(corpus),
+              "--drop-sources", source], timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"dropped ({source}) {len(named)}" in r.stderr and f"cuts {len(base) - len(named)}" in r.stderr
+    kept = load_manifest(dropped / "fbank" / "synth_cuts_train_p1.jsonl.gz")
+    assert sorted(c.id for c in kept) == sorted(c.id for c in base if c.id not in named)
+    assert all(has_p(c) for c in kept)
+    r = _run([PY, "local/join_corpora.py", "--out", str(tmp_path / "both"), str(corpus),
+              "--drop-sources", source, "--n-only-sources", source])
+    assert r.returncode != 0 and "both N only and dropped" in r.stderr
     # the same seed gives the same manifest, another seed another order
     before = gzip.decompress((out / "fbank" / "synth_cuts_train_p1.jsonl.gz").read_bytes())
     assert _run(cmd, timeout=300).returncode == 0
@@ -439,6 +458,36 @@ def test_rerun_skips_done_stages(synth_build, corpus):
     assert "| synth_cuts_train.jsonl.gz |" in r.stdout
     changed = [str(p) for p, m in mtimes.items() if p.stat().st_mtime_ns != m]
     assert not changed, changed
+
+
+def test_corpus_made_before_dev_ood_gets_it_added(corpus, cuts, tmp_path):
+    """prepare.sh on a corpus whose stages were done before dev_ood existed: stages 0-2 add dev_ood
+    (text, speech, fbank) and leave everything else as it was."""
+    from lhotse import load_manifest
+
+    old = tmp_path / "data" / "synth"
+    shutil.copytree(corpus, old, symlinks=True)
+    for f in [old / "text" / "dev_ood.jsonl", old / "fbank" / "synth_cuts_dev_ood.jsonl.gz",
+              old / "fbank" / "synth_feats_dev_ood.lca"] + sorted((old / "manifests").glob("*_dev_ood.*")):
+        f.unlink()
+    shutil.rmtree(old / "audio" / "dev_ood")
+    others = sorted(p for d in ("text", "manifests", "fbank") for p in (old / d).iterdir() if p.name != "stats.json")
+    mtimes = {p: p.stat().st_mtime_ns for p in others}
+    r = _run(["bash", "prepare.sh", "--size", "tiny", "--data-dir", str(old.parent), "--stop-stage", "2"], timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for n, name in ((0, "text"), (1, "speech"), (2, "fbank")):
+        assert f"Stage {n} ({name}): already done with the same options, skipping" in r.stdout
+        assert f"Stage {n}: adding dev_ood to a corpus made without it" in r.stdout
+    assert (old / "text" / "dev_ood.jsonl").read_bytes() == (corpus / "text" / "dev_ood.jsonl").read_bytes()
+    got = load_manifest(old / "fbank" / "synth_cuts_dev_ood.jsonl.gz")
+    assert [(c.id, _sup(c).speaker, _sup(c).text) for c in got] == \
+        [(c.id, _sup(c).speaker, _sup(c).text) for c in cuts["dev_ood"]]
+    assert all(c.load_features().shape == (c.num_frames, 80) for c in got)
+    assert [str(p) for p, m in mtimes.items() if p.stat().st_mtime_ns != m] == []
+    assert json.loads((old / "text" / "stats.json").read_text()) == json.loads((corpus / "text" / "stats.json").read_text())
+    # once added, a rerun adds nothing
+    r = _run(["bash", "prepare.sh", "--size", "tiny", "--data-dir", str(old.parent), "--stop-stage", "2"], timeout=600)
+    assert r.returncode == 0 and "adding dev_ood" not in r.stdout
 
 
 # -------------------------------------------------------------------------- bad audio
@@ -490,11 +539,12 @@ def test_compute_fbank_skips_unreadable_audio(corpus, cuts, tmp_path):
 def test_prepare_synth_text_is_reproducible(tmp_path):
     def cmd(out, seed):
         return [PY, "local/prepare_synth_text.py", "--out-dir", str(out), "--train-hours", "0.01",
-                "--dev-utts", "4", "--test-utts", "4", "--ood-utts", "4", "--seed", str(seed)]
+                "--dev-utts", "4", "--test-utts", "4", "--ood-utts", "4", "--dev-ood-utts", "4", "--seed", str(seed)]
 
     dirs = {"a": (tmp_path / "a", 7), "b": (tmp_path / "b", 7), "c": (tmp_path / "c", 8), "d": (tmp_path / "d", 7),
-            "e": (tmp_path / "e", 7), "g": (tmp_path / "g", 7)}
-    extra = {"d": ["--train-hours", "0.05"], "e": ["--train-question-readings", "3"], "g": ["--gcide-hours", "0.05"]}
+            "e": (tmp_path / "e", 7), "g": (tmp_path / "g", 7), "o": (tmp_path / "o", 7)}
+    extra = {"d": ["--train-hours", "0.05"], "e": ["--train-question-readings", "3"], "g": ["--gcide-hours", "0.05"],
+             "o": ["--splits", "dev_ood"]}
     procs = {k: subprocess.Popen(cmd(d, s) + extra.get(k, []), cwd=ROOT,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for k, (d, s) in dirs.items()}
@@ -503,7 +553,7 @@ def test_prepare_synth_text_is_reproducible(tmp_path):
         assert p.returncode == 0, err[-2000:]
     a, b, c = (dirs[k][0] for k in "abc")
     names = sorted(x.name for x in a.iterdir())
-    assert names == ["dev.jsonl", "stats.json", "test.jsonl", "test_ood.jsonl", "train.jsonl"]
+    assert names == ["dev.jsonl", "dev_ood.jsonl", "stats.json", "test.jsonl", "test_ood.jsonl", "train.jsonl"]
     assert sorted(x.name for x in b.iterdir()) == names
     for name in names:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
@@ -512,8 +562,16 @@ def test_prepare_synth_text_is_reproducible(tmp_path):
     # different sizes are compared on them)
     d = dirs["d"][0]
     assert len((d / "train.jsonl").read_text().splitlines()) > len((a / "train.jsonl").read_text().splitlines())
-    for name in ("dev.jsonl", "test.jsonl", "test_ood.jsonl"):
+    for name in ("dev.jsonl", "test.jsonl", "test_ood.jsonl", "dev_ood.jsonl"):
         assert (a / name).read_bytes() == (d / name).read_bytes(), name
+    # dev_ood: other Moby Dick text than test_ood's; written alone, the same utterances
+    ood = {n: [json.loads(x) for x in (a / f"{n}.jsonl").read_text().splitlines()] for n in ("test_ood", "dev_ood")}
+    assert 0 < len(ood["dev_ood"]) <= 4 and {u["source"] for u in ood["dev_ood"]} == {"mobydick"}
+    assert not {u["text_raw"] for u in ood["dev_ood"]} & {u["text_raw"] for u in ood["test_ood"]}
+    o = dirs["o"][0]
+    assert sorted(x.name for x in o.iterdir()) == ["dev_ood.jsonl", "stats.json"]
+    assert (o / "dev_ood.jsonl").read_bytes() == (a / "dev_ood.jsonl").read_bytes()
+    assert set(json.loads((o / "stats.json").read_text())) == {"dev_ood"}
     train = [json.loads(x) for x in (a / "train.jsonl").read_text().splitlines()]
     assert train and all(u["id"] == f"train-{i:06d}" for i, u in enumerate(train))
     assert len([json.loads(x) for x in (a / "dev.jsonl").read_text().splitlines()]) == 4
@@ -549,3 +607,5 @@ def test_prepare_synth_text_is_reproducible(tmp_path):
     bad = subprocess.run(cmd(tmp_path / "f", 7) + ["--train-question-readings", "0"], cwd=ROOT,
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "--train-question-readings must be >= 1" in bad.stderr
+    bad = subprocess.run(cmd(tmp_path / "f", 7) + ["--splits", "dev,nope"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode != 0 and "--splits: choose among" in bad.stderr and not (tmp_path / "f").exists()

@@ -211,11 +211,13 @@ fi
 
 # corpus_text DIR HOURS GCIDE_HOURS: the training text of a corpus of --seed made without speech
 # (prepare.sh stage 0) as DIR/synth_cuts_train_text.jsonl.gz, refused when it holds a sentence of
-# dev, test or test_ood
+# dev, test, test_ood or dev_ood (when the corpus has it)
 corpus_text() {
   ./prepare.sh --dataset synth --data-dir "$1" --train-hours "$2" --gcide-hours "$3" --seed "$seed" --stop-stage 0
+  local held=("$fbank"/synth_cuts_{dev,test,test_ood}.jsonl.gz)
+  [ -f "$fbank/synth_cuts_dev_ood.jsonl.gz" ] && held+=("$fbank/synth_cuts_dev_ood.jsonl.gz")
   python3 local/text_cuts.py --text "$1/synth/text/train.jsonl" --out "$1/synth_cuts_train_text.jsonl.gz" \
-    --held-out "$fbank"/synth_cuts_{dev,test,test_ood}.jsonl.gz
+    --held-out "${held[@]}"
 }
 
 if run_this 4; then
