@@ -569,7 +569,7 @@ def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
     r = _prepare_stage1(venv, data, "--voice-set", "wide")
     assert r.returncode == 0, r.stderr[-2000:]
     calls = {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
-    assert sorted(calls) == ["dev", "test", "test_ood", "train"]
+    assert sorted(calls) == ["dev", "dev_ood", "test", "test_ood", "train"]
     assert "--voices train --voice-set wide" in calls["train"]
     for split in ("dev", "test"):
         assert "--voices train --voice-set default" in calls[split]
