@@ -541,14 +541,22 @@ def test_wide_prosody_renders_speech_per_engine(name, tmp_path):
 
 
 def _fake_python(tmp_path):
-    """A venv whose python3 logs the synthesize.py command lines and runs anything else."""
+    """A venv whose python3 logs the synthesize.py command lines (and writes the split's recordings
+    manifest, empty, as the real one would) and runs anything else."""
     log = tmp_path / "synth_calls.txt"
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     shim = venv / "bin" / "python3"
     shim.write_text(
         "#!/bin/bash\n"
-        f'if [ "$1" = local/synthesize.py ]; then echo "$*" >> {log}; exit 0; fi\n'
+        'if [ "$1" = local/synthesize.py ]; then\n'
+        f'  echo "$*" >> {log}\n'
+        '  while [ $# -gt 0 ]; do\n'
+        '    case "$1" in --split) split=$2 ;; --manifest-dir) mdir=$2 ;; esac; shift\n'
+        '  done\n'
+        '  mkdir -p "$mdir" && touch "$mdir/synth_recordings_$split.jsonl.gz"\n'
+        '  exit 0\n'
+        'fi\n'
         f'exec {sys.executable} "$@"\n'
     )
     shim.chmod(0o755)
