@@ -32,7 +32,11 @@ from typing import Dict, Iterable, Iterator, List, Set
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from prepare_synth_text import SPLITS  # noqa: E402
+
 PREFIX = "synth_cuts_"
+# the dev and test sets, linked from the base corpus unchanged
+HELD_OUT = tuple(s for s in SPLITS if s != "train")
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -135,7 +139,7 @@ def add_readings(base: Path, readings: Path, speakers: Set[str], out: Path) -> C
 
 def link_sets(base: Path, out: Path) -> None:
     """Links in ``out`` to ``base``'s dev and test cuts (dev_ood when it has them), tokenizer and punctuation config."""
-    links = [base / "fbank" / f"{PREFIX}{s}.jsonl.gz" for s in ("dev", "test", "test_ood", "dev_ood")]
+    links = [base / "fbank" / f"{PREFIX}{s}.jsonl.gz" for s in HELD_OUT]
     links += sorted(base.glob("lang_bpe_*")) + [base / "punct_config.json"]
     for src in links:
         if not src.exists():
@@ -150,7 +154,7 @@ def write_stats(out: Path, train: str) -> None:
     """``out/stats.md``: the table of ``local/manifest_stats.py`` for the ``train`` cuts and the test sets."""
     from manifest_stats import format_table, stats_of
 
-    parts = [out / "fbank" / f"{PREFIX}{s}.jsonl.gz" for s in (train, "dev", "test", "test_ood", "dev_ood")]
+    parts = [out / "fbank" / f"{PREFIX}{s}.jsonl.gz" for s in (train, *HELD_OUT)]
     (out / "stats.md").write_text(format_table([stats_of(str(p)) for p in parts if p.exists()]))
 
 
