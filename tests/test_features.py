@@ -92,3 +92,77 @@ def test_every_option_reaches_both_libraries():
     from zipformer_pc.features import OPTION_NAMES
 
     assert set(OPTION_NAMES) == set(FBANK_OPTIONS)
+
+
+# ------------------------------------------------- vocal tract length perturbation
+
+
+def test_warp_frequencies_moves_the_bins_below_the_knee_and_keeps_both_ends():
+    import torch
+
+    from zipformer_pc.data.dataset import warp_frequencies
+
+    ramp = torch.arange(80, dtype=torch.float32).repeat(3, 1)  # (T, F): each bin holds its own index
+    assert warp_frequencies(ramp, 1.0) is ramp
+    for alpha in (0.9, 1.1):
+        out = warp_frequencies(ramp, alpha)
+        assert out.shape == ramp.shape
+        knee_out = alpha * 0.8 * 79 * min(1.0, 1.0 / alpha)
+        below = torch.arange(80) <= knee_out
+        # what bin x held is now at bin alpha * x: bin f reads f / alpha
+        torch.testing.assert_close(out[0, below], torch.arange(80)[below].float() / alpha)
+        assert out[0, 0] == 0 and out[0, 79] == 79
+        assert (out[0].diff() > 0).all()  # one line to the knee, another after it: still increasing
+    peak = torch.zeros(1, 80)
+    peak[0, 20] = 1.0
+    assert warp_frequencies(peak, 1.1).argmax() == 22 and warp_frequencies(peak, 0.9).argmax() == 18
+    for alpha, cutoff in ((0.0, 0.8), (-1.0, 0.8), (1.1, 1.0), (1.1, 0.0)):
+        with pytest.raises(ValueError):
+            warp_frequencies(peak, alpha, cutoff)
+
+
+def _feature_cuts(tmp_path, n: int):
+    from lhotse import CutSet, MonoCut, Recording, SupervisionSegment
+
+    from conftest import speech_like, write_wav
+
+    cuts = []
+    for i in range(n):
+        wav = tmp_path / f"u{i}.wav"
+        write_wav(wav, speech_like(1.0 + 0.2 * i, seed=i))
+        rec = Recording.from_file(wav, recording_id=f"u{i}")
+        sup = SupervisionSegment(id=f"u{i}", recording_id=f"u{i}", start=0, duration=rec.duration, text="a b")
+        cuts.append(MonoCut(id=f"u{i}", start=0, duration=rec.duration, channel=0, recording=rec,
+                            supervisions=[sup]))
+    return CutSet.from_cuts(cuts).compute_and_store_features(lhotse_fbank(), storage_path=tmp_path / "feats")
+
+
+def test_the_training_warp_is_drawn_per_cut_from_seed_and_epoch(tmp_path):
+    import torch
+
+    from zipformer_pc.data.dataset import PCAsrDataset
+    from zipformer_pc.data.tokenizer import Tokenizer
+
+    tok = Tokenizer("egs/synth/pretrained/bpe.model")
+    cuts = _feature_cuts(tmp_path, 3)
+    plain = PCAsrDataset(tok)[cuts]
+    warped = PCAsrDataset(tok, freq_warp=0.1, seed=7)
+    a = warped[cuts]
+    assert a["cut_ids"] == plain["cut_ids"]
+    for i, n in enumerate(a["feature_lens"].tolist()):
+        x, y = plain["features"][i, :n], a["features"][i, :n]
+        assert not torch.equal(x, y)
+        assert abs(x.mean() - y.mean()) < 1.0  # the same sound, its spectrum moved, not a new one
+    # a cut's warp depends on the seed, the epoch and its id only, not on the batch it is read in
+    # (a resumed run, whose batches may differ, draws what the uninterrupted one did)
+    alone = warped[cuts.subset(cut_ids=["u1"])]
+    i = a["cut_ids"].index("u1")
+    torch.testing.assert_close(alone["features"][0], a["features"][i, : alone["features"].shape[1]])
+    assert torch.equal(PCAsrDataset(tok, freq_warp=0.1, seed=7)[cuts]["features"], a["features"])
+    other_seed = PCAsrDataset(tok, freq_warp=0.1, seed=8)[cuts]["features"]
+    warped.set_epoch(1)
+    assert not torch.equal(warped[cuts]["features"], a["features"])
+    assert not torch.equal(other_seed, a["features"])
+    for bad in (-0.1, 0.5):
+        with pytest.raises(ValueError, match="freq_warp"):
+            PCAsrDataset(tok, freq_warp=bad)

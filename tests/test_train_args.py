@@ -162,12 +162,13 @@ def test_a_plateau_cut_survives_resumption_and_composes_with_a_new_base_lr():
     assert r.scale == 1.0 and r.get_last_lr()[0] == pytest.approx(before)
 
 
-def test_plateau_options_are_checked():
+def test_bad_training_options_are_refused():
     import subprocess
     import sys
 
     for bad in (["--lr-plateau-factor", "0"], ["--lr-plateau-factor", "1.5"], ["--lr-plateau-patience", "0"],
-                ["--sortagrad-fraction", "0"], ["--sortagrad-fraction", "1.5"]):
+                ["--sortagrad-fraction", "0"], ["--sortagrad-fraction", "1.5"], ["--freq-warp", "0.5"],
+                ["--freq-warp", "-0.1"], ["--freq-warp", "0.1", "--encoder-cache", "c"]):
         r = subprocess.run([sys.executable, "-m", "zipformer_pc.training.train", *BASE, *bad],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode != 0 and bad[0] in r.stderr, (bad, r.stderr[-300:])

@@ -3,7 +3,8 @@
 One place builds the lhotse samplers: training shuffles cuts into duration
 buckets (``DynamicBucketingSampler``; ``num_buckets=1``: ``DynamicCutSampler``),
 or reads them shortest first (``sort_by_duration``: SortaGrad's first epochs),
-and may apply SpecAugment and the paper's random per-batch P split;
+and may warp the frequency axis, apply SpecAugment and the paper's random
+per-batch P split;
 validation and decoding read the cuts in order, in two duration buckets.
 Every loader yields the batches of :class:`~zipformer_pc.data.dataset.PCAsrDataset`;
 ``loader.sampler`` and ``loader.dataset`` are the sampler and the dataset
@@ -53,6 +54,7 @@ class PCAsrDataModule:
         self.rank = rank
 
     def train_dataloader(self, cuts_path: str, num_buckets: int = 10, use_spec_augment: bool = False,
+                         freq_warp: float = 0.0,
                          punct_proportion: Optional[float] = None, use_auto_punct: bool = False,
                          num_workers: int = 0, sort_by_duration: bool = False,
                          sort_fraction: float = 1.0) -> torch.utils.data.DataLoader:
@@ -64,7 +66,7 @@ class PCAsrDataModule:
         from lhotse.dataset import DynamicBucketingSampler, DynamicCutSampler
 
         dataset = PCAsrDataset(self.tokenizer, spec_augment=spec_augment() if use_spec_augment else None,
-                               punct_proportion=punct_proportion, use_auto_punct=use_auto_punct, seed=self.seed)
+                               freq_warp=freq_warp, punct_proportion=punct_proportion, use_auto_punct=use_auto_punct, seed=self.seed)
         opts = dict(max_duration=self.max_duration, shuffle=True, drop_last=False, seed=self.seed,
                     world_size=self.world_size, rank=self.rank)
         cuts = load_manifest_lazy(cuts_path)

@@ -3,7 +3,9 @@
 A lhotse sampler yields a CutSet per batch; :class:`PCAsrDataset` turns it
 into padded features and, per utterance, the N token ids and the P token ids
 (None when the cut has no P reference, or when the paper's random per-batch
-split withholds it).
+split withholds it).  Training may warp each utterance's frequency axis
+(:func:`warp_frequencies`, a vocal-tract-length perturbation) and apply
+SpecAugment.
 """
 
 import hashlib
@@ -20,6 +22,32 @@ def _stable_rng(seed: int, key: str) -> random.Random:
     return random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "little"))
 
 
+def warp_frequencies(features: torch.Tensor, alpha: float, cutoff: float = 0.8) -> torch.Tensor:
+    """Vocal tract length perturbation (Jaitly & Hinton, 2013) on the mel bins of ``features`` (..., F).
+
+    What the unwarped features hold at bin ``x`` moves to bin ``alpha * x`` (``alpha`` > 1: the
+    formants move up, as for a shorter vocal tract) up to the knee ``cutoff * (F - 1) * min(1, 1 /
+    alpha)``; above it a second line joins the knee to the last bin, so the first and last bins
+    stay where they are and no bin reads from outside the input.  Each output bin is interpolated
+    linearly between its two nearest source bins.  ``alpha == 1`` returns ``features`` unchanged.
+    """
+    if not 0.0 < cutoff < 1.0:
+        raise ValueError(f"cutoff must be within (0, 1), not {cutoff}")
+    if alpha <= 0.0:
+        raise ValueError(f"alpha must be positive, not {alpha}")
+    if alpha == 1.0:
+        return features
+    top = features.shape[-1] - 1
+    knee = cutoff * top * min(1.0, 1.0 / alpha)  # source position of the knee
+    knee_out = alpha * knee  # where the knee lands
+    out = torch.arange(top + 1, dtype=torch.float64)
+    src = torch.where(out <= knee_out, out / alpha, knee + (out - knee_out) * (top - knee) / (top - knee_out))
+    src = src.clamp(0, top)
+    lo = src.floor().long().clamp(max=top - 1)
+    frac = (src - lo).to(features.dtype)
+    return features[..., lo] * (1 - frac) + features[..., lo + 1] * frac
+
+
 class PCAsrDataset(torch.utils.data.Dataset):
     """Maps a CutSet (one batch) to a dict of tensors and token lists.
 
@@ -27,6 +55,10 @@ class PCAsrDataset(torch.utils.data.Dataset):
       tokenizer: the recipe's sentencepiece model.
       spec_augment: a callable ``(features (N,T,F), supervision_segments) -> features``
         (e.g. lhotse's SpecAugment) applied in training, or None.
+      freq_warp: training's vocal tract length perturbation: each utterance's mel bins are
+        warped by a factor drawn uniformly from ``[1 - freq_warp, 1 + freq_warp]``
+        (:func:`warp_frequencies`; the draw depends on the seed, the epoch and the cut id only,
+        so a resumed run draws what the uninterrupted one did); 0: none.
       punct_proportion: the paper's random per-batch split: in every batch
         only this fraction of the utterances that have P keep it (None: use
         the manifests as they are, i.e. the fixed subsets).
@@ -39,6 +71,7 @@ class PCAsrDataset(torch.utils.data.Dataset):
         self,
         tokenizer: Tokenizer,
         spec_augment=None,
+        freq_warp: float = 0.0,
         punct_proportion: Optional[float] = None,
         use_auto_punct: bool = False,
         seed: int = 42,
@@ -46,8 +79,12 @@ class PCAsrDataset(torch.utils.data.Dataset):
         super().__init__()
         if punct_proportion is not None and not 0.0 <= punct_proportion <= 1.0:
             raise ValueError(f"punct_proportion must be in [0, 1], got {punct_proportion}")
+        if not 0.0 <= freq_warp < 0.5:
+            raise ValueError(f"freq_warp is the largest relative change of the frequency axis, in [0, 0.5), "
+                             f"not {freq_warp}")
         self.tokenizer = tokenizer
         self.spec_augment = spec_augment
+        self.freq_warp = freq_warp
         self.punct_proportion = punct_proportion
         self.use_auto_punct = use_auto_punct
         self.seed = seed
@@ -61,6 +98,11 @@ class PCAsrDataset(torch.utils.data.Dataset):
 
         cuts = cuts.sort_by_duration(ascending=False)
         features, feature_lens = collate_features(cuts)
+        if self.freq_warp > 0:
+            for i, cut in enumerate(cuts):
+                alpha = _stable_rng(self.seed, f"warp:{self.epoch}:{cut.id}").uniform(1 - self.freq_warp,
+                                                                                     1 + self.freq_warp)
+                features[i] = warp_frequencies(features[i], alpha)
         if self.spec_augment is not None:
             segments = torch.stack(
                 [torch.arange(len(cuts)), torch.zeros(len(cuts), dtype=torch.long), feature_lens], dim=1

@@ -101,6 +101,9 @@ def get_parser() -> argparse.ArgumentParser:
                         "the audio (0 < F <= 1); the longer ones wait for the shuffled epochs [1]")
     g.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (0: exact mid-epoch resume)")
     g.add_argument("--spec-augment", type=str2bool, default=None, help="lhotse SpecAugment [per encoder]")
+    g.add_argument("--freq-warp", type=float, default=0.0,
+                   help="Vocal tract length perturbation: each training utterance's mel bins are warped by a "
+                        "factor drawn from [1 - W, 1 + W] (0 <= W < 0.5; 0.1 is usual); 0: none")
     g.add_argument("--punct-proportion", type=float, default=None,
                    help="Paper's random per-batch split: fraction of utterances keeping P in each batch")
     g.add_argument("--use-auto-punct", type=str2bool, default=False, help="Train P on the P' references")
@@ -798,7 +801,8 @@ def run(rank: int, world_size: int, args) -> None:
     def train_loader(epoch: int):
         """The shuffled loader, or SortaGrad's shortest-first one for the first --sortagrad-epochs."""
         return data.train_dataloader(args.train_cuts, num_buckets=args.num_buckets,
-                                     use_spec_augment=args.spec_augment, punct_proportion=args.punct_proportion,
+                                     use_spec_augment=args.spec_augment, freq_warp=args.freq_warp,
+                                     punct_proportion=args.punct_proportion,
                                      use_auto_punct=args.use_auto_punct, num_workers=args.num_workers,
                                      sort_by_duration=epoch <= args.sortagrad_epochs,
                                      sort_fraction=args.sortagrad_fraction)
@@ -918,6 +922,11 @@ def main() -> None:
         raise SystemExit(f"--sortagrad-fraction must be in (0, 1], got {args.sortagrad_fraction}")
     if args.num_buckets < 1:
         raise SystemExit(f"--num-buckets must be >= 1, got {args.num_buckets}")
+    if not 0.0 <= args.freq_warp < 0.5:
+        raise SystemExit(f"--freq-warp must be in [0, 0.5), got {args.freq_warp}")
+    if args.freq_warp and args.encoder_cache:
+        raise SystemExit("--freq-warp changes the features, --encoder-cache reads the encoder outputs of the "
+                         "unchanged ones: give one of them")
     if not 0.0 < args.lr_plateau_factor <= 1.0:
         raise SystemExit(f"--lr-plateau-factor must be in (0, 1] (1: off), got {args.lr_plateau_factor}")
     if args.lr_plateau_patience < 1 or not 0.0 <= args.lr_plateau_threshold < 1.0:
