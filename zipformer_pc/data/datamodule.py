@@ -66,7 +66,8 @@ class PCAsrDataModule:
         from lhotse.dataset import DynamicBucketingSampler, DynamicCutSampler
 
         dataset = PCAsrDataset(self.tokenizer, spec_augment=spec_augment() if use_spec_augment else None,
-                               freq_warp=freq_warp, punct_proportion=punct_proportion, use_auto_punct=use_auto_punct, seed=self.seed)
+                               freq_warp=freq_warp, punct_proportion=punct_proportion,
+                               use_auto_punct=use_auto_punct, seed=self.seed)
         opts = dict(max_duration=self.max_duration, shuffle=True, drop_last=False, seed=self.seed,
                     world_size=self.world_size, rank=self.rank)
         cuts = load_manifest_lazy(cuts_path)

@@ -22,6 +22,10 @@ def _stable_rng(seed: int, key: str) -> random.Random:
     return random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "little"))
 
 
+# the largest --freq-warp: a factor of 1 - W must stay well above 0
+MAX_FREQ_WARP = 0.5
+
+
 def warp_frequencies(features: torch.Tensor, alpha: float, cutoff: float = 0.8) -> torch.Tensor:
     """Vocal tract length perturbation (Jaitly & Hinton, 2013) on the mel bins of ``features`` (..., F).
 
@@ -79,9 +83,9 @@ class PCAsrDataset(torch.utils.data.Dataset):
         super().__init__()
         if punct_proportion is not None and not 0.0 <= punct_proportion <= 1.0:
             raise ValueError(f"punct_proportion must be in [0, 1], got {punct_proportion}")
-        if not 0.0 <= freq_warp < 0.5:
-            raise ValueError(f"freq_warp is the largest relative change of the frequency axis, in [0, 0.5), "
-                             f"not {freq_warp}")
+        if not 0.0 <= freq_warp < MAX_FREQ_WARP:
+            raise ValueError(f"freq_warp is the largest relative change of the frequency axis, in "
+                             f"[0, {MAX_FREQ_WARP:g}), not {freq_warp}")
         self.tokenizer = tokenizer
         self.spec_augment = spec_augment
         self.freq_warp = freq_warp

@@ -57,6 +57,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from zipformer_pc.data.datamodule import PCAsrDataModule
+from zipformer_pc.data.dataset import MAX_FREQ_WARP
 from zipformer_pc.data.references import any_auto_punct
 from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.model.loss import LossConfig, resolve_backend
@@ -103,7 +104,7 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--spec-augment", type=str2bool, default=None, help="lhotse SpecAugment [per encoder]")
     g.add_argument("--freq-warp", type=float, default=0.0,
                    help="Vocal tract length perturbation: each training utterance's mel bins are warped by a "
-                        "factor drawn from [1 - W, 1 + W] (0 <= W < 0.5; 0.1 is usual); 0: none")
+                        f"factor drawn from [1 - W, 1 + W] (0 <= W < {MAX_FREQ_WARP:g}; 0.1 is usual); 0: none")
     g.add_argument("--punct-proportion", type=float, default=None,
                    help="Paper's random per-batch split: fraction of utterances keeping P in each batch")
     g.add_argument("--use-auto-punct", type=str2bool, default=False, help="Train P on the P' references")
@@ -922,8 +923,8 @@ def main() -> None:
         raise SystemExit(f"--sortagrad-fraction must be in (0, 1], got {args.sortagrad_fraction}")
     if args.num_buckets < 1:
         raise SystemExit(f"--num-buckets must be >= 1, got {args.num_buckets}")
-    if not 0.0 <= args.freq_warp < 0.5:
-        raise SystemExit(f"--freq-warp must be in [0, 0.5), got {args.freq_warp}")
+    if not 0.0 <= args.freq_warp < MAX_FREQ_WARP:
+        raise SystemExit(f"--freq-warp must be in [0, {MAX_FREQ_WARP:g}), got {args.freq_warp}")
     if args.freq_warp and args.encoder_cache:
         raise SystemExit("--freq-warp changes the features, --encoder-cache reads the encoder outputs of the "
                          "unchanged ones: give one of them")
