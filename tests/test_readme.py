@@ -42,17 +42,19 @@ def test_readme_metric_example_matches_the_scorer():
 
 
 def test_readme_commands_name_files_and_modules_that_exist():
-    """Every script a README command runs exists, and every ``python -m`` module can be found."""
+    """Every script a command of the README (or of the fine-tune log it points to) runs exists, and every
+    ``python -m`` module can be found."""
     import importlib.util
 
-    commands = [ln for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S) for ln in block.splitlines()]
-    commands += re.findall(r"`((?:python|bash) [^`]+)`", README)
+    docs = README + (ROOT / "egs" / "synth" / "TEST_OOD.md").read_text(encoding="utf-8")
+    commands = [ln for block in re.findall(r"```bash\n(.*?)```", docs, flags=re.S) for ln in block.splitlines()]
+    commands += re.findall(r"`((?:python|bash) [^`]+)`", docs)
     scripts, modules = set(), set()
     for cmd in commands:
         scripts.update(re.findall(r"(?:python3?|bash)\s+(?:\./)?([\w./-]+\.(?:py|sh))", cmd))
         for mod, alternatives in re.findall(r"python3? -m ([\w.]+)(?:\{([\w,]+)\})?", cmd):
             modules.update([mod + a for a in alternatives.split(",")] if alternatives else [mod])
-    scripts.update(re.findall(r"(?<![\w/])\./([\w-]+\.sh)", README))
+    scripts.update(re.findall(r"(?<![\w/])\./([\w-]+\.sh)", docs))
     assert scripts and modules
     assert not [s for s in sorted(scripts) if not (ROOT / s).is_file()]
     assert not [m for m in sorted(modules) if importlib.util.find_spec(m) is None]
