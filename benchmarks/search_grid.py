@@ -19,8 +19,6 @@ Picks nothing and asserts nothing: read the table on ``dev``, then confirm on
 
 import argparse
 import copy
-import dataclasses
-import functools
 import json
 import logging
 import sys
@@ -69,12 +67,6 @@ def parse_grid(args) -> List[Dict[str, object]]:
     return [{"decoding_method": m, "blank_penalty": b} for m in methods for b in penalties]
 
 
-def read_once(utts: List[utterances.Utterance]) -> List[utterances.Utterance]:
-    """The utterances with loads that read each audio once, on first use (audio that cannot be
-    read is a counted, logged skip of :func:`utterances.decode` in every cell)."""
-    return [dataclasses.replace(u, load=functools.lru_cache(maxsize=None)(u.load)) for u in utts]
-
-
 def row(cell: Dict[str, object], scores: Dict[str, dict], rtf: float) -> Dict[str, object]:
     n, p = scores.get("N", {}), scores.get("P", {})
     return {**cell, "wer": n.get("wer"), "pc_wer": p.get("pc_wer"), "punc_er": p.get("punc_er"),
@@ -98,7 +90,7 @@ def main(argv=None) -> List[Dict[str, object]]:
     args = get_parser().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s [search_grid] %(message)s", level=logging.INFO)
     grid = parse_grid(args)
-    utts = read_once(utterances.from_cuts(args.cuts, args.max_utts))
+    utts = utterances.read_once(utterances.from_cuts(args.cuts, args.max_utts))
     if not utts:
         raise SystemExit(f"{args.cuts}: no utterance to decode")
     rows = []

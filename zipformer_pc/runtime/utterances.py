@@ -6,6 +6,8 @@ only by :func:`from_cuts` and the metrics only by :func:`score`, so the
 runtime's light import path stays as it is.
 """
 
+import dataclasses
+import functools
 import logging
 import time
 from collections import defaultdict
@@ -67,6 +69,12 @@ class DecodeRun:
     @property
     def rtf(self) -> float:
         return self.wall_seconds / max(self.audio_seconds, 1e-9)
+
+
+def read_once(utts: Sequence[Utterance]) -> List[Utterance]:
+    """The utterances with loads that read each audio once, on first use, for decoding them again
+    (audio that cannot be read is a counted, logged skip of :func:`decode` every time)."""
+    return [dataclasses.replace(u, load=functools.lru_cache(maxsize=None)(u.load)) for u in utts]
 
 
 def decode(rec, utts: Sequence[Utterance], piece_seconds: float = 0.1,
