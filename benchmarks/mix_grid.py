@@ -49,12 +49,7 @@ REFERENCE = "reference"
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--exp-dir", type=Path, nargs="+", required=True,
-                   help="the fine-tuned run(s), all started from --start")
-    p.add_argument("--iter", type=int, nargs="+", required=True, help="each run's checkpoint-B.pt")
-    p.add_argument("--avg", type=int, default=1, help="checkpoints averaged per run, as decoding's --avg [1]")
-    p.add_argument("--start", type=Path, default=ROOT / "egs/synth/pretrained/conditioned.pt",
-                   help=".pt with the weights the runs started from [egs/synth/pretrained/conditioned.pt]")
+    interpolate.add_run_options(p, start=ROOT / "egs/synth/pretrained/conditioned.pt")
     p.add_argument("--weights", nargs="+", required=True,
                    help="weight sets, one weight per run each, comma-separated (e.g. 0.7 for one run, 0.4,0.2 "
                         "for two)")

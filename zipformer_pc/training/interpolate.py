@@ -37,20 +37,27 @@ import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
 from zipformer_pc.training.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint, save_checkpoint
 
 
-def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_run_options(p: argparse.ArgumentParser, start: Optional[Path] = None) -> None:
+    """``--exp-dir``, ``--iter``, ``--avg`` and ``--start``: the runs to mix and the weights they started
+    from (``start``: its default; none: required)."""
     p.add_argument("--exp-dir", type=Path, nargs="+", required=True,
                    help="the fine-tuned run (or runs, all started from --start)")
     p.add_argument("--iter", type=int, nargs="+", required=True, help="its checkpoint-B.pt (one B per run)")
-    p.add_argument("--avg", type=int, default=1, help="checkpoints averaged, as decode.py's --avg")
-    p.add_argument("--start", type=Path, required=True, help=".pt with the weights the run started from")
+    p.add_argument("--avg", type=int, default=1, help="checkpoints averaged per run, as decode.py's --avg [1]")
+    p.add_argument("--start", type=Path, required=start is None, default=start,
+                   help=".pt with the weights the run started from" + (f" [{start}]" if start else ""))
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_options(p)
     p.add_argument("--weight", type=float, nargs="+", required=True,
                    help="W of W * run + (1 - W) * start: 1 is the run alone, 0 the start alone "
                         "(one W per run; the start gets 1 - their sum)")
