@@ -35,8 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from zipformer_pc.export import onnx_export  # noqa: E402
-from zipformer_pc.lm import LM_PREFIXES  # noqa: E402
+from zipformer_pc.lm import LM_PREFIXES, find_lm  # noqa: E402
 from zipformer_pc.metrics import fmt  # noqa: E402
+from zipformer_pc.modes import RUNTIME_ORDER  # noqa: E402
 from zipformer_pc.questions import FILE_NAME as QUESTIONS  # noqa: E402
 from zipformer_pc.runtime import utterances  # noqa: E402
 from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs  # noqa: E402
@@ -74,10 +75,10 @@ def parse_weights(sets: Sequence[str], runs: int) -> List[Tuple[float, ...]]:
             ws = tuple(float(x) for x in s.split(","))
         except ValueError:
             raise SystemExit(f"--weights {s!r}: not a comma-separated list of numbers")
-        if len(ws) != runs:
-            raise SystemExit(f"--weights {s!r}: {len(ws)} weight(s) for {runs} run(s)")
-        if any(w < 0 for w in ws) or sum(ws) > 1 + 1e-9:
-            raise SystemExit(f"--weights {s!r}: each within [0, 1], their sum at most 1 (the start gets the rest)")
+        try:
+            interpolate.check_weights(ws, runs)
+        except ValueError as e:
+            raise SystemExit(f"--weights {s!r}: {e}")
         if ws in out:
             raise SystemExit(f"--weights {s!r}: given twice")
         out.append(ws)
@@ -124,8 +125,9 @@ def write_mix(args, weights: Tuple[float, ...], out: Path) -> Path:
     onnx_export.main(["--exp-dir", str(out / "model"), "--iter", str(args.iter[0]), "--avg", "1",
                       "--tokens", str(args.model_dir / "tokens.txt"), "--chunk-size", str(args.chunk_size),
                       "--left-context-frames", str(args.left_context_frames), "--output-dir", str(onnx)])
-    texts = [f for prefix in LM_PREFIXES for f in sorted(args.model_dir.glob(f"{prefix}-*.arpa*"))]
-    for f in texts + sorted(args.model_dir.glob(QUESTIONS)):
+    # what the runtime reads beside the ONNX files: each mode's token LM and LODR bigram, the question model
+    lms = [find_lm(args.model_dir, mode, prefix) for prefix in LM_PREFIXES for mode in RUNTIME_ORDER]
+    for f in [f for f in lms if f is not None] + sorted(args.model_dir.glob(QUESTIONS)):
         shutil.copy2(f, onnx / f.name)
     return onnx
 

@@ -38,7 +38,7 @@ def test_the_pick_is_the_lowest_pc_wer_among_mixes_not_worse_anywhere():
 def test_weight_sets_and_sets_are_checked():
     assert mix_grid.parse_weights(["0.7", "1"], 1) == [(0.7,), (1.0,)]
     assert mix_grid.parse_weights(["0.4,0.2"], 2) == [(0.4, 0.2)]
-    for bad, runs, msg in [(["0.4"], 2, "1 weight"), (["0.7,0.5"], 2, "sum at most 1"), (["-0.1"], 1, "within"),
+    for bad, runs, msg in [(["0.4"], 2, "1 weight"), (["0.7,0.5"], 2, "sum to at most 1"), (["-0.1"], 1, "within"),
                            (["a"], 1, "not a comma-separated"), (["0.5", "0.5"], 1, "twice")]:
         with pytest.raises(SystemExit, match=msg):
             mix_grid.parse_weights(bad, runs)

@@ -76,14 +76,20 @@ def _check_same_architecture(run: Dict[str, torch.Tensor], other: Dict[str, torc
                              f"{tuple(run[k].shape)} in the run")
 
 
+def check_weights(weights: Sequence[float], runs: int) -> None:
+    """One weight per run (at least one run), each within [0, 1], their sum at most 1 (the start gets the
+    rest); ValueError otherwise."""
+    if runs != len(weights) or not runs:
+        raise ValueError(f"one weight per run: {runs} run(s), {len(weights)} weight(s)")
+    if any(w < 0.0 for w in weights) or sum(weights) > 1.0 + 1e-9:
+        raise ValueError(f"the weights must be within [0, 1] and sum to at most 1, got {list(weights)}")
+
+
 def mix(runs: Sequence[Dict[str, torch.Tensor]], weights: Sequence[float],
         start: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     """``sum(W_i * run_i) + (1 - sum(W_i)) * start`` for floating tensors (float32, mixed in float64);
     other tensors (counters, indices) are the first run's.  All must hold the same names and shapes."""
-    if len(runs) != len(weights) or not runs:
-        raise ValueError(f"one weight per run: {len(runs)} run(s), {len(weights)} weight(s)")
-    if any(w < 0.0 for w in weights) or sum(weights) > 1.0 + 1e-9:
-        raise ValueError(f"the weights must be within [0, 1] and sum to at most 1, got {list(weights)}")
+    check_weights(weights, len(runs))
     _check_same_architecture(runs[0], start, "the start weights")
     for i, run in enumerate(runs[1:], 2):
         _check_same_architecture(runs[0], run, f"run {i}'s weights")
