@@ -16,11 +16,21 @@ their sum) is written by ``zipformer_pc.training.interpolate`` (the runs'
 ``--cuts`` set by the runtime (:class:`zipformer_pc.runtime.StreamingRecognizer`,
 0.1 s pieces; beam search with 4 paths and the LMs unless told otherwise, as
 users run it).  ``--model-dir`` itself, decoded the same way, is the reference
-row.  A mix *passes* when it is not worse than the reference on any figure (WER
-of N, PC-WER and PER of P, on every set); the pick is the passing mix with the
-lowest PC-WER summed over the sets, or none (keep the reference).  Prints a
-markdown table and the pick; ``--output-json`` keeps them.  For choosing on dev
-sets (``dev`` and ``dev_ood``): measure the pick once on the test sets afterwards.
+row.  The figures: WER of N, PC-WER and PER of P, on every set.  A mix *passes*
+(``--rule bootstrap``, the default) when a paired bootstrap over each set's
+utterances (:func:`zipformer_pc.metrics.paired_bootstrap`, ``--resamples``,
+``--seed``) finds it worse than the reference on no figure with probability
+``--confidence`` (0.95) or more, and its PC-WER summed over the sets is below
+the reference's; ``--rule strict``: it is worse on no figure at all (on sets of
+~150 utterances a PER moves by a point between equally good models, so that
+rule mostly rejects by noise).  The pick is the passing mix with the lowest
+PC-WER summed over the sets, or none (keep the reference).  Prints a markdown
+table (a figure the bootstrap finds worse is marked ``+``) and the pick;
+``--output-json`` keeps them with the bootstrap's shares, and each mix's
+directory (``reference/`` for the reference) its hypotheses per set
+(``hyps-NAME.tsv``, the runtime's ``id<TAB>mode<TAB>text``: ``scoring/score.py
+--compare`` reads them).  For choosing on dev sets (``dev`` and ``dev_ood``):
+measure the pick once on the test sets afterwards.
 """
 
 import argparse
@@ -36,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from zipformer_pc.export import onnx_export  # noqa: E402
 from zipformer_pc.lm import LM_PREFIXES, find_lm  # noqa: E402
-from zipformer_pc.metrics import fmt  # noqa: E402
+from zipformer_pc.metrics import fmt, paired_bootstrap  # noqa: E402
 from zipformer_pc.modes import RUNTIME_ORDER  # noqa: E402
 from zipformer_pc.questions import FILE_NAME as QUESTIONS  # noqa: E402
 from zipformer_pc.runtime import utterances  # noqa: E402
@@ -63,6 +73,13 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--left-context-frames", type=int, default=128)
     p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
     p.add_argument("--output-json", type=Path, default=None)
+    p.add_argument("--rule", choices=("bootstrap", "strict"), default="bootstrap",
+                   help="bootstrap: worse on no figure by the paired bootstrap, and a lower PC-WER sum; "
+                        "strict: worse on no figure at all [bootstrap]")
+    p.add_argument("--confidence", type=float, default=0.95,
+                   help="a figure is worse when the bootstrap finds it worse this often or more [0.95]")
+    p.add_argument("--resamples", type=int, default=1000, help="resamples of the paired bootstrap [1000]")
+    p.add_argument("--seed", type=int, default=0, help="seed of the paired bootstrap [0]")
     add_search_options(p)
     p.set_defaults(decoding_method="modified_beam_search")
     return p
@@ -103,16 +120,35 @@ def tag(weights: Tuple[float, ...]) -> str:
     return "/".join(f"{w:g}" for w in weights)
 
 
-def passes(row: Dict[str, Dict[str, float]], ref: Dict[str, Dict[str, float]]) -> bool:
-    """Not worse than the reference on any figure of any set."""
-    return all(row[s][k] is not None and ref[s][k] is not None and row[s][k] <= ref[s][k]
-               for s in ref for k, _, _ in FIGURES)
+def worse(row: Dict[str, dict], ref: Dict[str, dict], confidence: Optional[float]) -> List[Tuple[str, str]]:
+    """The (set, figure) pairs on which a mix is worse than the reference: higher at all (``confidence``
+    None, the strict rule) or in at least that share of the bootstrap's resamples; a missing figure is worse."""
+    out = []
+    for s in ref:
+        for k, _, _ in FIGURES:
+            if row[s][k] is None or ref[s][k] is None:
+                out.append((s, k))
+            elif confidence is None:
+                if row[s][k] > ref[s][k]:
+                    out.append((s, k))
+            else:
+                p = row[s].get("p_worse", {}).get(k)
+                if p is None or p >= confidence:
+                    out.append((s, k))
+    return out
 
 
-def pick(rows: Dict[str, Dict[str, Dict[str, float]]]) -> Optional[str]:
+def passes(row: Dict[str, dict], ref: Dict[str, dict], confidence: Optional[float] = None) -> bool:
+    """Worse on no figure (:func:`worse`); by the bootstrap, also a PC-WER sum below the reference's."""
+    if worse(row, ref, confidence):
+        return False
+    return confidence is None or sum(row[s]["pc_wer"] for s in ref) < sum(ref[s]["pc_wer"] for s in ref)
+
+
+def pick(rows: Dict[str, Dict[str, dict]], confidence: Optional[float] = None) -> Optional[str]:
     """The passing mix with the lowest PC-WER summed over the sets (the first of equals), or None."""
     ref = rows[REFERENCE]
-    ok = [name for name, r in rows.items() if name != REFERENCE and passes(r, ref)]
+    ok = [name for name, r in rows.items() if name != REFERENCE and passes(r, ref, confidence)]
     return min(ok, key=lambda name: sum(rows[name][s]["pc_wer"] for s in ref), default=None)
 
 
@@ -132,23 +168,38 @@ def write_mix(args, weights: Tuple[float, ...], out: Path) -> Path:
     return onnx
 
 
-def measure(args, model_dir: Path, sets: Dict[str, List[utterances.Utterance]]) -> Dict[str, Dict[str, float]]:
+def measure(args, model_dir: Path, sets: Dict[str, List[utterances.Utterance]], out: Path,
+            against: Optional[dict] = None) -> Tuple[Dict[str, dict], dict]:
+    """One model's figures per set (and the bootstrap's share of resamples where it is worse than
+    ``against``, the reference's scores) and its scores; the hypotheses go to ``out``/hyps-SET.tsv."""
     rec = StreamingRecognizer.from_dir(model_dir, False, num_threads=args.num_threads, **search_kwargs(args, model_dir))
-    row = {}
+    out.mkdir(parents=True, exist_ok=True)
+    row, corpora = {}, {}
     for name, utts in sets.items():
-        scores = utterances.score(utterances.decode(rec, utts, progress_every=0).decoded)
-        row[name] = {k: scores.get(mode, {}).get(key) for k, mode, key in FIGURES}
-    return row
+        decoded = utterances.decode(rec, utts, progress_every=0).decoded
+        utterances.write_hyps(out / f"hyps-{name}.tsv", decoded)
+        corpora[name] = utterances.score_corpora(decoded)
+        summaries = {mode: c.summary() for mode, c in corpora[name].items()}
+        row[name] = {k: summaries.get(mode, {}).get(key) for k, mode, key in FIGURES}
+        if against is not None:
+            row[name]["p_worse"] = {}
+            for k, mode, key in FIGURES:
+                a, b = against[name].get(mode), corpora[name].get(mode)
+                boot = paired_bootstrap(a, b, [key], args.resamples, args.seed)[key] if a and b else {}
+                row[name]["p_worse"][k] = boot.get("p_b_worse")
+    return row, corpora
 
 
-def table(rows: Dict[str, Dict[str, Dict[str, float]]], chosen: Optional[str]) -> str:
+def table(rows: Dict[str, Dict[str, dict]], chosen: Optional[str], confidence: Optional[float] = None) -> str:
     names = list(rows[REFERENCE])
     lines = ["| weights | " + " | ".join(f"`{n}` WER / PC-WER / PER" for n in names) + " | passes |",
              "|---|" + "---|" * len(names) + "---|"]
     ref = rows[REFERENCE]
     for name, r in rows.items():
-        cells = [" / ".join(fmt(r[n][k]) for k, _, _ in FIGURES) for n in names]
-        mark = "" if name == REFERENCE else ("yes" if passes(r, ref) else "no") + (", picked" if name == chosen else "")
+        bad = set() if name == REFERENCE else set(worse(r, ref, confidence))
+        cells = [" / ".join(fmt(r[n][k]) + ("+" if (n, k) in bad else "") for k, _, _ in FIGURES) for n in names]
+        mark = "" if name == REFERENCE else (("yes" if passes(r, ref, confidence) else "no")
+                                             + (", picked" if name == chosen else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {mark} |")
     return "\n".join(lines)
 
@@ -158,6 +209,10 @@ def main(argv=None) -> Dict[str, object]:
     logging.basicConfig(format="%(asctime)s %(levelname)s [mix_grid] %(message)s", level=logging.INFO)
     if len(args.exp_dir) != len(args.iter):
         raise SystemExit(f"give one --iter per --exp-dir: {len(args.exp_dir)} run(s), {len(args.iter)} --iter")
+    if not 0 < args.confidence <= 1:
+        raise SystemExit(f"--confidence {args.confidence}: give a share in (0, 1]")
+    if args.resamples < 1:
+        raise SystemExit(f"--resamples {args.resamples}: give at least 1")
     grid = parse_weights(args.weights, len(args.exp_dir))
     manifests = parse_sets(args.cuts)
     if not (args.model_dir / "tokens.txt").is_file():
@@ -167,18 +222,24 @@ def main(argv=None) -> Dict[str, object]:
     if empty:
         raise SystemExit(f"--cuts: no utterance to decode in {', '.join(empty)}")
     logging.info("reference %s on %s", args.model_dir, ", ".join(f"{n} ({len(u)} utts)" for n, u in sets.items()))
-    rows = {REFERENCE: measure(args, args.model_dir, sets)}
+    confidence = args.confidence if args.rule == "bootstrap" else None
+    rows = {}
+    rows[REFERENCE], ref_scores = measure(args, args.model_dir, sets, args.work_dir / REFERENCE)
     for i, weights in enumerate(grid, 1):
         name = tag(weights)
         logging.info("mix %d/%d: weights %s (the start %g)", i, len(grid), name, 1 - sum(weights))
-        onnx = write_mix(args, weights, args.work_dir / f"mix-{name.replace('/', '-')}")
-        rows[name] = measure(args, onnx, sets)
-    chosen = pick(rows)
+        mix_dir = args.work_dir / f"mix-{name.replace('/', '-')}"
+        rows[name], _ = measure(args, write_mix(args, weights, mix_dir), sets, mix_dir, against=ref_scores)
+    chosen = pick(rows, confidence)
+    rule = ("worse on no figure by a paired bootstrap of the utterances (worse in >= "
+            f"{confidence:g} of {args.resamples} resamples: marked +) and a lower PC-WER sum"
+            if confidence is not None else "worse on no figure (marked +)")
     print(f"Runs {' '.join(map(str, args.exp_dir))} (--iter {' '.join(map(str, args.iter))} --avg {args.avg}), "
-          f"start {args.start}; reference {args.model_dir}; {args.decoding_method}")
-    print(table(rows, chosen))
-    print(f"Pick: {chosen}" if chosen else "Pick: none (no mix is as good as the reference on every figure)")
+          f"start {args.start}; reference {args.model_dir}; {args.decoding_method}; a mix passes when {rule}")
+    print(table(rows, chosen, confidence))
+    print(f"Pick: {chosen}" if chosen else "Pick: none (no mix passes: keep the reference)")
     result = {"rows": rows, "pick": chosen, "sets": {n: str(p) for n, p in manifests.items()},
+              "rule": {"rule": args.rule, "confidence": confidence, "resamples": args.resamples, "seed": args.seed},
               "search": search_kwargs(args, args.model_dir), "command": sys.argv}
     if args.output_json:
         args.output_json.write_text(json.dumps(result, indent=1) + "\n")

@@ -9,7 +9,8 @@ Usage:
   # case_er, per, per_marks, punct_matrix, counts, zero_wer_prf, ...)
   ./scoring/score.py --ref scoring/examples/ref.txt --hyp scoring/examples/hyp.txt --json
 
-  # Matched-pair significance test of system A (--hyp) against system B
+  # Matched-pair significance test of system A (--hyp) against system B, and a
+  # paired bootstrap of WER, PC-WER and PER (how often B is worse / better)
   ./scoring/score.py --ref REF --hyp HYP_A --compare HYP_B
 
   # icefall files work too, and an icefall-style error file can be written
@@ -35,6 +36,7 @@ import sys
 from zipformer_pc.metrics import (
     compare_systems,
     markdown_header,
+    paired_bootstrap,
     markdown_row,
     per_mark_table,
     score_corpus,
@@ -65,6 +67,9 @@ def get_parser() -> argparse.ArgumentParser:
                    help="the output mode to score: the lines of that mode in the runtime's "
                         "'id<TAB>mode<TAB>text' output and that reference of a cut manifest (needed for those)")
     p.add_argument("--significance-level", type=float, default=0.05)
+    p.add_argument("--bootstrap-resamples", type=int, default=1000,
+                   help="resamples of the paired bootstrap with --compare [1000]")
+    p.add_argument("--seed", type=int, default=0, help="seed of the paired bootstrap [0]")
     return p
 
 
@@ -97,7 +102,12 @@ def main() -> int:
             return 2
         score_b = score_corpus(pair_transcripts(refs, hyps_b).triples, config)
         sig = compare_systems(score, score_b, args.significance_level)
-        summ["significance"] = {"a": args.hyp, "b": args.compare, "tests": sig}
+        try:
+            boot = paired_bootstrap(score, score_b, resamples=args.bootstrap_resamples, seed=args.seed)
+        except ValueError as e:
+            logging.error(str(e))
+            return 2
+        summ["significance"] = {"a": args.hyp, "b": args.compare, "tests": sig, "bootstrap": boot}
         summ_b = score_b.summary()
 
     if args.errs_file:
@@ -136,6 +146,14 @@ def main() -> int:
             verdict = f"{r['better']} better" if r["significant"] else "no significant difference"
             w = "undefined" if r["w"] is None else f"{r['w']:+.3f}"
             print(f"  {metric:8s} W={w} p={r['p_value']:.4f}  {verdict}")
+        print(f"Paired bootstrap ({args.bootstrap_resamples} resamples of the utterances, seed {args.seed}): "
+              "how often B is worse / better than A")
+        for metric, r in summ["significance"]["bootstrap"].items():
+            if r["p_b_worse"] is None:
+                print(f"  {metric:8s} undefined (no resample has a denominator)")
+            else:
+                print(f"  {metric:8s} A {_f(r['a'])}  B {_f(r['b'])}  B worse {r['p_b_worse']:.3f}  "
+                      f"B better {r['p_b_better']:.3f}")
     return 0
 
 

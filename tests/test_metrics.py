@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zipformer_pc.metrics import (
+    paired_bootstrap,
     TABLE_COLUMNS,
     compare_systems,
     mapsswe,
@@ -666,6 +667,71 @@ def test_compare_order_independent_and_mismatch_raises():
     d = score_corpus([(u + "x", r, r) for u, r in refs])
     with pytest.raises(ValueError):
         compare_systems(a, d)
+
+
+def _mixed_systems(n=40):
+    """A: every word right, a comma inserted in every fourth utterance; B: a word dropped in every
+    second utterance, every mark right.  Utterance i of both has the same reference."""
+    refs = [(f"u{i:02d}", REF_WORDS[i % 3].capitalize() + " " + REF_WORDS[(i + 1) % 3] + ".") for i in range(n)]
+    a = [(u, r, r.replace(" ", ", ", 1) if i % 4 == 0 else r) for i, (u, r) in enumerate(refs)]
+    b = [(u, r, r.replace(" ", " ", 1).split(" ", 1)[1] if i % 2 == 0 else r) for i, (u, r) in enumerate(refs)]
+    return score_corpus(a), score_corpus(b)
+
+
+def test_paired_bootstrap_full_set_values_are_the_summary_figures():
+    a, b = _mixed_systems()
+    out = paired_bootstrap(a, b, resamples=50)
+    for fig in ("wer", "pc_wer", "per"):
+        assert out[fig]["a"] == approx(a.summary()[fig]), fig
+        assert out[fig]["b"] == approx(b.summary()[fig]), fig
+        assert out[fig]["resamples"] == 50
+
+
+def test_paired_bootstrap_finds_each_system_worse_where_it_is():
+    a, b = _mixed_systems()
+    out = paired_bootstrap(a, b, resamples=500, seed=1)
+    # B drops words in half the utterances: worse WER in (almost) every resample
+    assert out["wer"]["p_b_worse"] > 0.99 and out["wer"]["p_b_better"] == 0.0
+    # A inserts commas, B's marks are all right: B better on PER in (almost) every resample
+    assert out["per"]["p_b_better"] > 0.99
+    assert out["per"]["p_b_worse"] + out["per"]["p_b_better"] <= 1.0
+    # swapping the systems swaps the shares
+    back = paired_bootstrap(b, a, resamples=500, seed=1)
+    assert back["wer"]["p_b_better"] == out["wer"]["p_b_worse"]
+    assert back["per"]["p_b_worse"] == out["per"]["p_b_better"]
+
+
+def test_paired_bootstrap_identical_systems_and_seed():
+    a, _ = _mixed_systems()
+    out = paired_bootstrap(a, a, resamples=100)
+    assert all(r["p_b_worse"] == 0.0 and r["p_b_better"] == 0.0 for r in out.values())
+    x, y = _mixed_systems(60)
+    assert paired_bootstrap(x, y, seed=3, resamples=200) == paired_bootstrap(x, y, seed=3, resamples=200)
+    # a tie (a word dropped in the other half of the utterances) varies with the draws
+    z = score_corpus([(u.utt_id, r, r if i % 2 == 0 else r.split(" ", 1)[1])
+                      for i, (u, r) in enumerate((u, "Alpha beta gamma.") for u in y.utts)])
+    y2 = score_corpus([(u.utt_id, "Alpha beta gamma.", "beta gamma." if i % 2 == 0 else "Alpha beta gamma.")
+                       for i, u in enumerate(y.utts)])
+    shares = {paired_bootstrap(y2, z, seed=s, resamples=200)["wer"]["p_b_worse"] for s in range(5)}
+    assert len(shares) > 1 and all(0.2 < p < 0.8 for p in shares)
+
+
+def test_paired_bootstrap_refuses_other_sets_and_figures():
+    a, b = _mixed_systems()
+    c = score_corpus([(u.utt_id + "x", "a b", "a b") for u in a.utts])
+    with pytest.raises(ValueError, match="different utterance sets"):
+        paired_bootstrap(a, c)
+    with pytest.raises(ValueError, match="no paired bootstrap for 'punc_er'"):
+        paired_bootstrap(a, b, figures=["punc_er"])
+    with pytest.raises(ValueError, match="at least 1"):
+        paired_bootstrap(a, b, resamples=0)
+
+
+def test_paired_bootstrap_skips_resamples_without_a_denominator():
+    # one utterance has marks, the other none: resamples that draw only the second have no PER
+    a = score_corpus([("u0", "Yes.", "Yes."), ("u1", "no", "no")])
+    out = paired_bootstrap(a, a, figures=["per"], resamples=400, seed=0)
+    assert 0 < out["per"]["resamples"] < 400
 
 
 # ------------------------------------------------------------- markdown

@@ -1,5 +1,5 @@
 """benchmarks/mix_grid.py: mixes of fine-tuned runs with their start, measured against the reference export
-and picked by the rule "not worse on any figure, then the lowest PC-WER"."""
+and picked by the rule "worse on no figure (strictly, or by a paired bootstrap), then the lowest PC-WER"."""
 
 import json
 import subprocess
@@ -20,7 +20,7 @@ def _row(dev, dev_ood):
     return {"dev": dict(zip(("wer", "pc_wer", "per"), dev)), "dev_ood": dict(zip(("wer", "pc_wer", "per"), dev_ood))}
 
 
-def test_the_pick_is_the_lowest_pc_wer_among_mixes_not_worse_anywhere():
+def test_strictly_the_pick_is_the_lowest_pc_wer_among_mixes_not_worse_anywhere():
     rows = {mix_grid.REFERENCE: _row((2.5, 5.6, 15.7), (43.7, 47.1, 37.8)),
             "1": _row((2.0, 5.0, 15.0), (43.0, 46.0, 37.9)),  # PER of dev_ood 0.1 worse: fails
             "0.7": _row((2.5, 5.5, 15.7), (43.7, 47.0, 37.8)),  # level or better everywhere
@@ -32,7 +32,38 @@ def test_the_pick_is_the_lowest_pc_wer_among_mixes_not_worse_anywhere():
     del rows["0.5"], rows["0.7"]
     assert mix_grid.pick(rows) is None
     table = mix_grid.table(rows, None)
-    assert "| 1 | 2.00 / 5.00 / 15.00 | 43.00 / 46.00 / 37.90 | no |" in table
+    assert "| 1 | 2.00 / 5.00 / 15.00 | 43.00 / 46.00 / 37.90+ | no |" in table
+
+
+def _boot(row, p_worse):
+    """``row`` with the bootstrap's shares of resamples where it is worse, per set (wer, pc_wer, per)."""
+    for s, ps in p_worse.items():
+        row[s]["p_worse"] = dict(zip(("wer", "pc_wer", "per"), ps))
+    return row
+
+
+def test_the_bootstrap_rule_forgives_what_chance_explains_and_wants_a_lower_pc_wer():
+    rows = {mix_grid.REFERENCE: _row((2.5, 5.6, 15.7), (43.7, 47.1, 37.8)),
+            # dev_ood PER 0.6 higher, but worse in only 80% of resamples: passes, the lowest PC-WER sum
+            "0.7": _boot(_row((2.3, 5.1, 15.9), (43.5, 46.2, 38.4)), {"dev": (0.1, 0.02, 0.6), "dev_ood": (0.3, 0.1, 0.8)}),
+            # dev WER worse in 97% of resamples: fails
+            "1": _boot(_row((2.9, 5.0, 15.0), (43.0, 46.0, 37.0)), {"dev": (0.97, 0.1, 0.1), "dev_ood": (0.1, 0.1, 0.1)}),
+            # worse nowhere by chance's measure, but its PC-WER sum is not below the reference's: fails
+            "0.5": _boot(_row((2.4, 5.7, 15.6), (43.6, 47.0, 37.7)), {"dev": (0.3, 0.6, 0.4), "dev_ood": (0.4, 0.4, 0.4)})}
+    ref = rows[mix_grid.REFERENCE]
+    assert mix_grid.worse(rows["0.7"], ref, None) == [("dev", "per"), ("dev_ood", "per")]
+    assert mix_grid.worse(rows["0.7"], ref, 0.95) == []
+    assert mix_grid.worse(rows["1"], ref, 0.95) == [("dev", "wer")]
+    assert [n for n in rows if n != mix_grid.REFERENCE and mix_grid.passes(rows[n], ref, 0.95)] == ["0.7"]
+    assert mix_grid.pick(rows, 0.95) == "0.7"
+    assert mix_grid.pick(rows) is None  # strictly, each is worse somewhere
+    assert mix_grid.pick(rows, 0.75) is None  # 0.7's dev_ood PER (0.8) counts as worse then
+    table = mix_grid.table(rows, "0.7", 0.95)
+    assert "| 0.7 | 2.30 / 5.10 / 15.90 | 43.50 / 46.20 / 38.40 | yes, picked |" in table
+    assert "| 1 | 2.90+ / 5.00 / 15.00 |" in table
+    # a share the bootstrap could not give (no mix scores) is worse
+    del rows["0.7"]["dev"]["p_worse"]["per"]
+    assert mix_grid.worse(rows["0.7"], ref, 0.95) == [("dev", "per")]
 
 
 def test_weight_sets_and_sets_are_checked():
@@ -73,6 +104,7 @@ def test_mixes_of_the_shipped_weights_are_measured_against_the_shipped_export(ti
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(out.read_text())
+    assert res["rule"] == {"rule": "bootstrap", "confidence": 0.95, "resamples": 1000, "seed": 0}
     rows = res["rows"]
     assert list(rows) == [mix_grid.REFERENCE, "1/0", "0/1"]
     ref = rows[mix_grid.REFERENCE]
@@ -82,6 +114,9 @@ def test_mixes_of_the_shipped_weights_are_measured_against_the_shipped_export(ti
     # as the shipped export does, within a word or two
     assert rows["1/0"]["dev"]["wer"] > ref["dev"]["wer"] + 20
     assert not mix_grid.passes(rows["1/0"], ref)
+    assert not mix_grid.passes(rows["1/0"], ref, 0.95)
+    assert rows["1/0"]["dev"]["p_worse"]["wer"] > 0.95  # four utterances, each far worse
+    assert "p_worse" not in ref["dev"]
     assert abs(rows["0/1"]["dev"]["wer"] - ref["dev"]["wer"]) < 5
     assert res["pick"] in (None, "0/1")
     assert res["search"]["decoding_method"] == "modified_beam_search" and res["search"]["lm_scale"] > 0
@@ -91,3 +126,7 @@ def test_mixes_of_the_shipped_weights_are_measured_against_the_shipped_export(ti
                     weights_only=False)
     assert ck["interpolated"]["weights"] == [1.0, 0.0]
     assert "| 1/0 |" in r.stdout and "Pick:" in r.stdout
+    # the hypotheses of every model and set, as the runtime writes them, for scoring/score.py --compare
+    for d in ("reference", "mix-1-0", "mix-0-1"):
+        lines = (tmp_path / "work" / d / "hyps-dev.tsv").read_text().splitlines()
+        assert len(lines) == 8 and {ln.split("\t")[1] for ln in lines} == {"P", "N"}

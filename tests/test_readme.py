@@ -42,11 +42,12 @@ def test_readme_metric_example_matches_the_scorer():
 
 
 def test_readme_commands_name_files_and_modules_that_exist():
-    """Every script a command of the README (or of the fine-tune log it points to) runs exists, and every
+    """Every script a command of the README (or of the training logs it points to) runs exists, and every
     ``python -m`` module can be found."""
     import importlib.util
 
-    docs = README + (ROOT / "egs" / "synth" / "TEST_OOD.md").read_text(encoding="utf-8")
+    docs = README + "".join((ROOT / "egs" / "synth" / f).read_text(encoding="utf-8")
+                            for f in ("TEST_OOD.md", "PRETRAIN_LOG.md"))
     commands = [ln for block in re.findall(r"```bash\n(.*?)```", docs, flags=re.S) for ln in block.splitlines()]
     commands += re.findall(r"`((?:python|bash) [^`]+)`", docs)
     scripts, modules = set(), set()

@@ -241,11 +241,17 @@ def test_compare_adds_significance(tmp_path):
     assert tests["wer"]["better"] == "A"
     assert tests["wer"]["p_value"] < 0.05
     assert tests["punc_er"]["better"] == "same"
+    boot = sig["bootstrap"]
+    assert set(boot) == {"wer", "pc_wer", "per"}
+    assert boot["wer"]["p_b_worse"] == 1.0 and boot["wer"]["resamples"] == 1000
+    assert boot["per"]["p_b_worse"] == 0.0 and boot["per"]["p_b_better"] == 0.0  # the comma is right in both
     # Human report shows both rows and the test.
     r2 = run_score("--ref", ref, "--hyp", hyp_a, "--compare", hyp_b, "--name", "A")
     assert r2.returncode == 0, r2.stderr
     assert HEADER in r2.stdout
     assert "MAPSSWE" in r2.stdout
+    assert "Paired bootstrap (1000 resamples" in r2.stdout
+    assert any(ln.split()[:1] == ["wer"] and "B worse 1.000" in ln for ln in r2.stdout.splitlines())
     assert any(ln.startswith(f"| {hyp_b} |") for ln in r2.stdout.splitlines())
 
 

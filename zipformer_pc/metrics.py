@@ -31,11 +31,15 @@ view        tokens                 example for ``Hello world, how?``
   whose WER is 0 (LibriSpeech-PC Table 2 protocol).
 * Matched-pair significance test between two systems (MAPSSWE, as SCTK's
   ``sc_stats``; one segment per utterance) for WER, PuncER, CaseER and PC-WER.
+* Paired bootstrap over utterances (Bisani & Ney 2004) for the corpus ratios
+  WER, PC-WER and PER themselves: how often B is worse / better than A when the
+  same utterances are drawn with replacement for both.
 
 All alignments are done by kaldialign (compiled edit distance).
 """
 
 import math
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -469,6 +473,69 @@ def compare_systems(
         if r["p_value"] < level:
             better = "A" if r["mean_diff"] < 0 else "B"
         out[name] = {**r, "significant": r["p_value"] < level, "better": better, "level": level}
+    return out
+
+
+def _figure_counts(u: UttScore, figure: str) -> Tuple[int, int]:
+    """The (errors, denominator) one utterance adds to a corpus figure of :meth:`CorpusScore.summary`."""
+    if figure == "wer":
+        return u.errors["np_nc"], u.ref_len["np_nc"]
+    if figure == "pc_wer":
+        return u.errors["p_c"], u.ref_len["p_c"]
+    if figure == "per":
+        c = sum(u.punct_correct.values())
+        s = sum(u.punct_subs.values())
+        errors = sum(u.punct_ref.values()) + sum(u.punct_hyp.values()) - 2 * c - s  # I + D + S
+        return errors, errors + c
+    raise ValueError(f"no paired bootstrap for {figure!r}: one of {', '.join(BOOTSTRAP_FIGURES)}")
+
+
+BOOTSTRAP_FIGURES = ("wer", "pc_wer", "per")
+
+
+def paired_bootstrap(a: CorpusScore, b: CorpusScore, figures: Sequence[str] = BOOTSTRAP_FIGURES,
+                     resamples: int = 1000, seed: int = 0) -> Dict[str, Dict[str, object]]:
+    """Bisani & Ney's paired bootstrap of corpus figures (percent) between systems A and B.
+
+    Each resample draws as many utterances as there are, with replacement, the
+    same draws for both systems, and recomputes each figure from the summed
+    counts.  Per figure: both systems' values on the whole set, ``p_b_worse`` /
+    ``p_b_better`` (the share of resamples where B's figure is above / below A's;
+    resamples whose denominator is 0 are left out) and the resamples counted.
+    Deterministic for a given ``seed``."""
+    ids_a = [u.utt_id for u in a.utts]
+    by_id = {u.utt_id: u for u in b.utts}
+    if len(set(ids_a)) != len(ids_a) or set(ids_a) != set(by_id) or len(by_id) != len(b.utts):
+        raise ValueError("The two systems were scored on different utterance sets")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, not {resamples}")
+    pairs = [(u, by_id[u.utt_id]) for u in a.utts]
+    rng = random.Random(seed)
+    draws = [rng.choices(range(len(pairs)), k=len(pairs)) for _ in range(resamples)] if pairs else []
+    out: Dict[str, Dict[str, object]] = {}
+    for figure in figures:
+        ca = [_figure_counts(ua, figure) for ua, _ in pairs]
+        cb = [_figure_counts(ub, figure) for _, ub in pairs]
+
+        def value(counts: Sequence[Tuple[int, int]], idx: Iterable[int]) -> Optional[float]:
+            e = d = 0
+            for i in idx:
+                e += counts[i][0]
+                d += counts[i][1]
+            return _pct(e, d)
+
+        worse = better = counted = 0
+        for idx in draws:
+            va, vb = value(ca, idx), value(cb, idx)
+            if va is None or vb is None:
+                continue
+            counted += 1
+            worse += vb > va
+            better += vb < va
+        every = range(len(pairs))
+        out[figure] = {"a": value(ca, every), "b": value(cb, every), "resamples": counted,
+                       "p_b_worse": worse / counted if counted else None,
+                       "p_b_better": better / counted if counted else None}
     return out
 
 

@@ -98,10 +98,7 @@ def main(argv=None) -> None:
                  len(run.decoded), run.audio_seconds, run.skipped, run.wall_seconds, rtf, args.num_threads)
     print(f"RTF {rtf:.4f} ({len(run.decoded)} utterances, {run.audio_seconds:.1f} s audio, {args.num_threads} thread(s))")
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            for d in run.decoded:
-                for m, text in d.hyps.items():
-                    f.write(f"{d.utt.uid}\t{m}\t{text}\n")
+        utterances.write_hyps(args.output, run.decoded)
     if args.cuts:
         scores = utterances.score(run.decoded)
         for mode, summary in scores.items():

@@ -13,11 +13,14 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from zipformer_pc.runtime.audio import read_wav
+
+if TYPE_CHECKING:
+    from zipformer_pc.metrics import CorpusScore
 
 
 @dataclass
@@ -109,6 +112,11 @@ def decode(rec, utts: Sequence[Utterance], piece_seconds: float = 0.1,
 def score(decoded: Sequence[Decoded]) -> Dict[str, Dict[str, float]]:
     """The metrics summary per mode ("N" against the N references; "P" against the P references, over the
     utterances that have one); a mode is absent when no utterance has both its output and a reference."""
+    return {mode: corpus.summary() for mode, corpus in score_corpora(decoded).items()}
+
+
+def score_corpora(decoded: Sequence[Decoded]) -> Dict[str, "CorpusScore"]:
+    """:func:`score`'s per-utterance counts (:class:`zipformer_pc.metrics.CorpusScore` per mode)."""
     from zipformer_pc.metrics import score_corpus
 
     out = {}
@@ -119,8 +127,16 @@ def score(decoded: Sequence[Decoded]) -> Dict[str, Dict[str, float]]:
             if ref is not None and mode in d.hyps:
                 pairs.append((d.utt.uid, ref, d.hyps[mode]))
         if pairs:
-            out[mode] = score_corpus(pairs).summary()
+            out[mode] = score_corpus(pairs)
     return out
+
+
+def write_hyps(path: Path, decoded: Sequence[Decoded]) -> None:
+    """The runtime's output file: an 'id<TAB>mode<TAB>text' line per utterance and mode."""
+    with open(path, "w", encoding="utf-8") as f:
+        for d in decoded:
+            for m, text in d.hyps.items():
+                f.write(f"{d.utt.uid}\t{m}\t{text}\n")
 
 
 def score_by_speaker(decoded: Sequence[Decoded]) -> Dict[str, Dict[str, Dict[str, float]]]:
