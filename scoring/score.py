@@ -36,8 +36,8 @@ import sys
 from zipformer_pc.metrics import (
     compare_systems,
     markdown_header,
-    paired_bootstrap,
     markdown_row,
+    paired_bootstrap,
     per_mark_table,
     score_corpus,
     write_error_file,

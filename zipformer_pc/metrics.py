@@ -457,18 +457,24 @@ SIGNIFICANCE_METRICS = {
 }
 
 
+def _matched_utts(a: CorpusScore, b: CorpusScore) -> List[Tuple[UttScore, UttScore]]:
+    """Each utterance's scores in A and B, in A's order (the paired tests' segments); refused unless both
+    systems were scored on the same utterances, each once."""
+    ids_a = [u.utt_id for u in a.utts]
+    by_id = {u.utt_id: u for u in b.utts}
+    if len(set(ids_a)) != len(ids_a) or set(ids_a) != set(by_id) or len(by_id) != len(b.utts):
+        raise ValueError("The two systems were scored on different utterance sets")
+    return [(u, by_id[u.utt_id]) for u in a.utts]
+
+
 def compare_systems(
     a: CorpusScore, b: CorpusScore, level: float = 0.05
 ) -> Dict[str, Dict[str, object]]:
     """MAPSSWE for the four Cui metrics between two systems on the same utterances."""
-    ids_a = [u.utt_id for u in a.utts]
-    ids_b = {u.utt_id: u for u in b.utts}
-    if set(ids_a) != set(ids_b):
-        raise ValueError("The two systems were scored on different utterance sets")
-    b_utts = [ids_b[i] for i in ids_a]
+    pairs = _matched_utts(a, b)
     out: Dict[str, Dict[str, object]] = {}
     for name, get in SIGNIFICANCE_METRICS.items():
-        r = mapsswe([get(u) for u in a.utts], [get(u) for u in b_utts])
+        r = mapsswe([get(ua) for ua, _ in pairs], [get(ub) for _, ub in pairs])
         better = "same"
         if r["p_value"] < level:
             better = "A" if r["mean_diff"] < 0 else "B"
@@ -503,13 +509,9 @@ def paired_bootstrap(a: CorpusScore, b: CorpusScore, figures: Sequence[str] = BO
     ``p_b_better`` (the share of resamples where B's figure is above / below A's;
     resamples whose denominator is 0 are left out) and the resamples counted.
     Deterministic for a given ``seed``."""
-    ids_a = [u.utt_id for u in a.utts]
-    by_id = {u.utt_id: u for u in b.utts}
-    if len(set(ids_a)) != len(ids_a) or set(ids_a) != set(by_id) or len(by_id) != len(b.utts):
-        raise ValueError("The two systems were scored on different utterance sets")
+    pairs = _matched_utts(a, b)
     if resamples < 1:
         raise ValueError(f"resamples must be at least 1, not {resamples}")
-    pairs = [(u, by_id[u.utt_id]) for u in a.utts]
     rng = random.Random(seed)
     draws = [rng.choices(range(len(pairs)), k=len(pairs)) for _ in range(resamples)] if pairs else []
     out: Dict[str, Dict[str, object]] = {}
