@@ -15,6 +15,8 @@
 #   --dl-dir DIR                  LibriSpeech downloads [download]
 #   --nj N                        parallel jobs [2]
 #   --seed N                      text selection, voices, subsets [42]
+#   --voice-seed N                synth: the voice and prosody draws of train only (stage 1), e.g. new
+#                                 readings of the same training text; dev and test keep --seed's [--seed]
 #   --size default|tiny           synth corpus size preset [default]
 #   --voice-set default|wide|mixed  synth train voices: the 11 in-domain ones, or those plus ~570
 #                                 espeak-ng variants and wider prosody, or per utterance one of the
@@ -69,6 +71,7 @@ data_dir=data
 dl_dir=download
 nj=2
 seed=42
+voice_seed=""
 size=default
 voice_set=default
 extra_voices=0
@@ -107,6 +110,8 @@ check_share() {
     || { echo "prepare.sh: --$1 is a share of the training utterances (0..1), not '$2'" >&2; exit 2; }
 }
 check_share extra-voices "$extra_voices"
+[ -z "$voice_seed" ] || [[ "$voice_seed" =~ ^[0-9]+$ ]] \
+  || { echo "prepare.sh: --voice-seed is a non-negative integer, not '$voice_seed'" >&2; exit 2; }
 check_share kokoro-voices "$kokoro_voices"
 [ -n "$train_hours" ] || train_hours=$preset_hours
 [ -n "$test_utts" ] || test_utts=$preset_test
@@ -175,14 +180,15 @@ if [ "$dataset" = synth ]; then
   [ "$voice_set" = default ] || opts="$opts voice_set=$voice_set"
   [ "$extra_voices" = 0 ] || opts="$opts extra_voices=$extra_voices"
   [ "$kokoro_voices" = 0 ] || opts="$opts kokoro_voices=$kokoro_voices"
+  [ -z "$voice_seed" ] || [ "$voice_seed" = "$seed" ] || opts="$opts voice_seed=$voice_seed"
   synthesize() {
-    local split=$1 voices=train vset=default extra=0 kokoro=0
+    local split=$1 voices=train vset=default extra=0 kokoro=0 vseed=$seed
     case "$split" in test_ood|dev_ood) voices=ood ;; esac
     # the wide voice set reads train only: the dev and test sets keep their voices (comparable metrics)
-    [ "$split" = train ] && { vset=$voice_set; extra=$extra_voices; kokoro=$kokoro_voices; }
+    [ "$split" = train ] && { vset=$voice_set; extra=$extra_voices; kokoro=$kokoro_voices; vseed=${voice_seed:-$seed}; }
     python3 local/synthesize.py --text "$dir/text/$split.jsonl" --voices $voices --voice-set $vset \
       --extra-voices "$extra" --kokoro-voices "$kokoro" --split "$split" \
-      --audio-dir "$dir/audio/$split" --manifest-dir "$dir/manifests" --nj "$nj" --seed "$seed"
+      --audio-dir "$dir/audio/$split" --manifest-dir "$dir/manifests" --nj "$nj" --seed "$vseed"
   }
   if run_stage 1 speech "$opts"; then
     for split in $splits; do synthesize "$split"; done

@@ -634,6 +634,31 @@ def test_prepare_passes_the_kokoro_voices_to_train_only(tmp_path):
         assert f"--kokoro-voices is a share of the training utterances (0..1), not '{bad}'" in r.stderr
 
 
+def test_prepare_passes_the_voice_seed_to_train_only(tmp_path):
+    """--voice-seed: new draws of voices and prosody for train (new readings of the same text: the text stage
+    keeps --seed); dev and test read as with --seed."""
+    venv, log = _fake_python(tmp_path)
+    data = tmp_path / "data"
+    marker = data / "synth" / ".done.speech"
+    r = _prepare_stage1(venv, data, "--voice-seed", "1042")
+    assert r.returncode == 0, r.stderr[-2000:]
+    calls = {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
+    assert calls["train"].split()[-2:] == ["--seed", "1042"]
+    for split in ("dev", "test", "test_ood", "dev_ood"):
+        assert calls[split].split()[-2:] == ["--seed", "42"]
+    assert marker.read_text().split()[-1] == "voice_seed=1042"
+
+    # the voice seed equal to --seed is the default: recorded as without the option
+    log.unlink()
+    r = _prepare_stage1(venv, data, "--voice-seed", "42")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "voice_seed" not in marker.read_text()
+    for bad in ("-1", "x", "1.5"):
+        r = _prepare_stage1(venv, data, "--voice-seed", bad)
+        assert r.returncode == 2
+        assert f"--voice-seed is a non-negative integer, not '{bad}'" in r.stderr
+
+
 def test_prepare_rejects_an_unknown_voice_set():
     r = subprocess.run(["bash", "prepare.sh", "--voice-set", "huge"], cwd=ROOT, capture_output=True, text=True,
                        timeout=60)
