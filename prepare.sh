@@ -110,9 +110,9 @@ check_share() {
     || { echo "prepare.sh: --$1 is a share of the training utterances (0..1), not '$2'" >&2; exit 2; }
 }
 check_share extra-voices "$extra_voices"
+check_share kokoro-voices "$kokoro_voices"
 [ -z "$voice_seed" ] || [[ "$voice_seed" =~ ^[0-9]+$ ]] \
   || { echo "prepare.sh: --voice-seed is a non-negative integer, not '$voice_seed'" >&2; exit 2; }
-check_share kokoro-voices "$kokoro_voices"
 [ -n "$train_hours" ] || train_hours=$preset_hours
 [ -n "$test_utts" ] || test_utts=$preset_test
 ood_utts=$test_utts
