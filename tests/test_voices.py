@@ -563,6 +563,11 @@ def _fake_python(tmp_path):
     return venv, log
 
 
+def _synth_calls(log):
+    """The fake synthesize.py's logged command lines, by split."""
+    return {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
+
+
 def _prepare_stage1(venv, data_dir, *extra):
     env = dict(os.environ, ZPC_VENV=str(venv))
     cmd = ["bash", "prepare.sh", "--size", "tiny", "--data-dir", str(data_dir), "--stage", "1", "--stop-stage", "1"]
@@ -576,7 +581,7 @@ def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
 
     r = _prepare_stage1(venv, data, "--voice-set", "wide")
     assert r.returncode == 0, r.stderr[-2000:]
-    calls = {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
+    calls = _synth_calls(log)
     assert sorted(calls) == ["dev", "dev_ood", "test", "test_ood", "train"]
     assert "--voices train --voice-set wide" in calls["train"]
     for split in ("dev", "test"):
@@ -607,7 +612,7 @@ def test_prepare_passes_the_extra_voices_to_train_only(tmp_path):
     data = tmp_path / "data"
     r = _prepare_stage1(venv, data, "--voice-set", "mixed", "--extra-voices", "0.4")
     assert r.returncode == 0, r.stderr[-2000:]
-    calls = {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
+    calls = _synth_calls(log)
     assert "--voice-set mixed --extra-voices 0.4 --kokoro-voices 0 --split train" in calls["train"]
     for split in ("dev", "test", "test_ood"):
         assert "--voice-set default --extra-voices 0 --kokoro-voices 0 --split" in calls[split]
@@ -623,7 +628,7 @@ def test_prepare_passes_the_kokoro_voices_to_train_only(tmp_path):
     data = tmp_path / "data"
     r = _prepare_stage1(venv, data, "--kokoro-voices", "0.25")
     assert r.returncode == 0, r.stderr[-2000:]
-    calls = {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
+    calls = _synth_calls(log)
     assert "--extra-voices 0 --kokoro-voices 0.25 --split train" in calls["train"]
     for split in ("dev", "test", "test_ood"):
         assert "--extra-voices 0 --kokoro-voices 0 --split" in calls[split]
@@ -642,7 +647,7 @@ def test_prepare_passes_the_voice_seed_to_train_only(tmp_path):
     marker = data / "synth" / ".done.speech"
     r = _prepare_stage1(venv, data, "--voice-seed", "1042")
     assert r.returncode == 0, r.stderr[-2000:]
-    calls = {line.split("--split ")[1].split()[0]: line for line in log.read_text().splitlines()}
+    calls = _synth_calls(log)
     assert calls["train"].split()[-2:] == ["--seed", "1042"]
     for split in ("dev", "test", "test_ood", "dev_ood"):
         assert calls[split].split()[-2:] == ["--seed", "42"]
