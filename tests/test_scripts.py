@@ -68,8 +68,31 @@ def test_setup_env_stops_before_pip_when_the_disk_is_too_full(tmp_path):
            "HOME": str(tmp_path)}
     r = run("bash", "tools/setup_env.sh", "--no-apt", env=env)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "1 GB free where the venv goes" in r.stderr and "ZPC_VENV" in r.stderr
+    assert "1.0 GB free where the venv goes" in r.stderr and "ZPC_VENV" in r.stderr
     assert "Installing Python packages" not in r.stdout
+
+
+def test_the_lock_pins_every_dependency_of_pyproject_within_its_range():
+    # setup_env.sh installs tools/requirements.lock with --no-deps: a dependency added to
+    # pyproject.toml (or a range moved) without regenerating the lock would go missing
+    import tomllib
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = project["dependencies"] + [r for extra in ("dev", "voices") for r in project["optional-dependencies"][extra]]
+    pinned = {}
+    for line in (ROOT / "tools/requirements.lock").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pinned[canonicalize_name(name)] = version
+    for spec in wanted:
+        req = Requirement(spec)
+        version = pinned.get(canonicalize_name(req.name))
+        assert version is not None, f"{req.name} is missing from tools/requirements.lock"
+        assert req.specifier.contains(version, prereleases=True), f"{req.name}=={version} is outside {req.specifier}"
+    assert pinned["torch"] == "2.14.1" and pinned["torchaudio"] == "2.11.0"
+    assert "triton" not in pinned  # 0.9 GB the CPU never loads
 
 
 def test_setup_env_tries_a_failed_dictionary_download_once(tmp_path):

