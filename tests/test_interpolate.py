@@ -84,7 +84,10 @@ def test_the_mix_is_read_back_as_iter_b_avg_1_and_described(tmp_path):
     main(["--exp-dir", str(exp), "--iter", "10", "--start", str(tmp_path / "start.pt"), "--weight", "1",
           "--out-dir", str(out)])
     assert sorted(p.name for p in out.glob("checkpoint-*.pt")) == ["checkpoint-10.pt"]
-    assert torch.allclose(averaged_weights(out, iteration=10, avg=1)["model"]["a.weight"], _weights(1)["a.weight"])
+    w1 = averaged_weights(out, iteration=10, avg=1)
+    assert torch.allclose(w1["model"]["a.weight"], _weights(1)["a.weight"])
+    # weight 1: the start is not part of the mix, and its history is not written into it
+    assert w1["how"].startswith("1 x the run's iter-10-avg-1") and "started from" not in w1["how"], w1["how"]
 
 
 def test_bad_requests_are_refused_and_nothing_is_lost(tmp_path):

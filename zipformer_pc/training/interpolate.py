@@ -135,7 +135,10 @@ def main(argv=None) -> None:
     start_desc = start.get("averaged") or f"its weights after batch {start.get('batch_idx_train', '?')}"
     parts = [f"{args.weight[0]:g} x the run's {ws[0]['desc']} ({ws[0]['how']})"]
     parts += [f"{wt:g} x {e}'s {w['desc']} ({w['how']})" for e, wt, w in zip(args.exp_dir[1:], args.weight[1:], ws[1:])]
-    how = " + ".join(parts) + f" + {1 - sum(args.weight):g} x the weights it started from ({args.start}: {start_desc})"
+    rest = 1 - sum(args.weight)
+    if rest > 1e-9:
+        parts.append(f"{rest:g} x the weights it started from ({args.start}: {start_desc})")
+    how = " + ".join(parts)  # weight 0 on the start: its history (the models before it) is not part of the mix
     state: Dict[str, Any] = {
         "model": mixed, "model_avg": mixed, "model_avg_batches": last, "model_config": ws[0]["model_config"],
         "interpolated": {"weights": list(args.weight), "how": how, "batches": [first, last],
