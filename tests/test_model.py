@@ -242,6 +242,32 @@ def test_running_average_resumes_where_it_stopped():
     assert c.state_dict()["model_avg_batches"] == 10
 
 
+def test_a_running_mean_equal_to_the_weights_is_stored_once_and_read_back_exactly(tmp_path):
+    # a frozen layer (and the integer buffer, which takes the latest value) has a running mean
+    # equal to its weights: the file names it instead of storing it, load_checkpoint rebuilds it
+    frozen, trained = torch.nn.Linear(64, 64), _stepping_model()
+    model = torch.nn.ModuleDict({"enc": frozen, "head": trained})
+    ra = RunningAverage(model, 2)
+    for b in range(1, 6):
+        _set(trained, b)
+        ra.step()
+    state = {"model": model.state_dict(), **ra.state_dict(), "batch_idx_train": 5}
+    save_checkpoint(tmp_path / "small.pt", state)
+    torch.save(state, tmp_path / "whole.pt")
+    raw = torch.load(tmp_path / "small.pt", weights_only=False)
+    assert sorted(raw["model_avg"]) == ["head.bias", "head.weight"]
+    assert (tmp_path / "small.pt").stat().st_size < 0.6 * (tmp_path / "whole.pt").stat().st_size
+    back = load_checkpoint(tmp_path / "small.pt")
+    assert sorted(back["model_avg"]) == sorted(state["model_avg"]) and "model_avg_from_model" not in back
+    for k, v in state["model_avg"].items():
+        assert back["model_avg"][k].dtype == v.dtype and torch.equal(back["model_avg"][k], v), k
+    assert int(back["model_avg"]["head.count"]) == 5
+    # resuming from it continues the same mean
+    again = RunningAverage(model, 2)
+    again.load_state_dict(back)
+    assert torch.equal(again.state_dict()["model_avg"]["head.weight"], state["model_avg"]["head.weight"])
+
+
 def _write_ckpt(path, m, ra, batch, steps, epoch):
     save_checkpoint(path, {"model": m.state_dict(), **ra.state_dict(), "batch_idx_train": batch,
                            "optimizer_steps": steps, "cur_epoch": epoch, "model_config": {}})

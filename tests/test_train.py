@@ -56,8 +56,9 @@ def test_resume_mid_epoch_reproduces_an_uninterrupted_run(tiny_corpus, tmp_path)
     run(train_cmd(tiny_corpus, tmp_path / "b", *common, "--warm-step", "0", "--max-batches", "3"))
     r = run(train_cmd(tiny_corpus, tmp_path / "b", *common, "--start-batch", "3", "--max-batches", "9"))
     assert "Resuming with the checkpoint's --warm-step 0" in r.stderr
-    a = torch.load(tmp_path / "a" / "checkpoint-9.pt", weights_only=False)
-    b = torch.load(tmp_path / "b" / "checkpoint-9.pt", weights_only=False)
+    from zipformer_pc.training.checkpoint import load_checkpoint
+
+    a, b = (load_checkpoint(tmp_path / x / "checkpoint-9.pt") for x in ("a", "b"))
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
         assert torch.equal(a["model_avg"][k], b["model_avg"][k]), k
