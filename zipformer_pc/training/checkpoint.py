@@ -43,11 +43,12 @@ _AVG_FROM_MODEL = "model_avg_from_model"
 
 
 def _compact(state: Dict[str, Any]) -> Dict[str, Any]:
+    # the means live on the CPU, the weights on the training device (a GPU's: compared on the CPU)
     model, avg = state.get("model"), state.get("model_avg")
     if not isinstance(model, dict) or not isinstance(avg, dict):
         return state
     same = {k: v.dtype for k, v in avg.items()
-            if k in model and model[k].shape == v.shape and torch.equal(model[k].to(v.dtype), v)}
+            if k in model and model[k].shape == v.shape and torch.equal(model[k].to("cpu", v.dtype), v)}
     if not same:
         return state
     kept = {k: v for k, v in avg.items() if k not in same}
