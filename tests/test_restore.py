@@ -349,5 +349,5 @@ def test_train_cli_writes_checkpoint_and_table(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "skipped 1 empty and 1 without any word" in r.stderr
     md = (exp / "results.md").read_text()
-    assert "| class | support | precision | recall | F1 |" in md and "Question mark" in md and "lambda=0.3" in md
+    assert "| class | support | precision | recall | F1 |" in md and "Question Mark" in md and "lambda=0.3" in md
     assert (exp / "best-valid-loss.pt").is_file() and len((exp / "restored-t.txt").read_text().splitlines()) == 10

@@ -215,6 +215,9 @@ def _word_marks(v: Views) -> List[Tuple[str, str]]:
 
 
 _MARK_SET = frozenset(MARKS)
+# The names the tables give the marks (LibriSpeech-PC's Table 4 spelling).
+MARK_NAMES = {".": "Period", ",": "Comma", "?": "Question Mark", "!": "Exclamation",
+              ";": "Semicolon", ":": "Colon", "...": "Ellipsis", "--": "Dash"}
 
 
 def _pct(num: float, den: float) -> Optional[float]:
@@ -395,9 +398,7 @@ def per_mark_table(summary: Mapping[str, object]) -> str:
     """The LibriSpeech-PC Table 4 layout: one column per mark, rates in percent."""
     pm: Dict[str, Dict[str, object]] = summary["per_marks"]  # type: ignore[assignment]
     marks = list(pm)
-    names = {".": "Period", ",": "Comma", "?": "Question Mark", "!": "Exclamation",
-             ";": "Semicolon", ":": "Colon", "...": "Ellipsis", "--": "Dash"}
-    lines = ["| Metrics | " + " | ".join(names.get(m, m) for m in marks) + " |",
+    lines = ["| Metrics | " + " | ".join(MARK_NAMES.get(m, m) for m in marks) + " |",
              "|---|" + "---|" * len(marks)]
 
     def row(label: str, values: List[Optional[float]]) -> None:
@@ -415,7 +416,7 @@ def per_mark_table(summary: Mapping[str, object]) -> str:
             else:
                 rates = pm[m]["substitutions_to"]
                 vals.append(rates.get(to, 0.0) if pm[m]["per"] is not None else None)  # type: ignore[union-attr]
-        row(f"Substitutions (to {names.get(to, to)})", vals)
+        row(f"Substitutions (to {MARK_NAMES.get(to, to)})", vals)
     row("PER", [pm[m]["per"] for m in marks])  # type: ignore[misc]
     return "\n".join(lines)
 

@@ -5,7 +5,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from zipformer_pc.metrics import fmt, score_corpus
+from zipformer_pc.metrics import MARK_NAMES, fmt, score_corpus
 from zipformer_pc.runtime.restoration import CASE_CLASSES, NO_MARK, BaseRestorer, LabeledLine, apply_labels, labels_from_p
 
 
@@ -74,8 +74,7 @@ def evaluate_restorer(restorer: BaseRestorer, refs: Sequence[Tuple[str, str]], b
     }
 
 
-_MARK_NAMES = {NO_MARK: "O (none)", ".": "Period", ",": "Comma", "?": "Question mark", "!": "Exclamation",
-               ";": "Semicolon", ":": "Colon", "...": "Ellipsis", "--": "Dash"}
+_MARK_NAMES = {NO_MARK: "O (none)", **MARK_NAMES}
 
 
 def results_markdown(results: Mapping[str, Mapping[str, object]]) -> str:
