@@ -20,6 +20,9 @@ Usage:
   # The runtime's output (export/onnx_streaming.py --output) against a cut manifest's references
   ./scoring/score.py --ref data/synth/fbank/synth_cuts_test.jsonl.gz --hyp out.txt --mode P
 
+  # ... and a row per speaker (the manifest's; or --by-speaker data/utt2spk, Kaldi's layout)
+  ./scoring/score.py --ref data/synth/fbank/synth_cuts_test.jsonl.gz --hyp out.txt --mode P --by-speaker
+
 REF and HYP hold ``utt_id<TAB>text`` lines (or icefall ``recogs-*.txt``
 pairs, whose ``ref=`` / ``hyp=`` lines are used; or the runtime's
 ``utt_id<TAB>mode<TAB>text`` lines, of which ``--mode`` picks one mode); REF
@@ -44,7 +47,7 @@ from zipformer_pc.metrics import (
 )
 from zipformer_pc.modes import MODE_IDS
 from zipformer_pc.text import parse_punct_args
-from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_transcripts
+from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_speakers, read_transcripts
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -66,6 +69,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=list(MODE_IDS), default=None,
                    help="the output mode to score: the lines of that mode in the runtime's "
                         "'id<TAB>mode<TAB>text' output and that reference of a cut manifest (needed for those)")
+    p.add_argument("--by-speaker", nargs="?", const="", default=None, metavar="UTT2SPK",
+                   help="also score each speaker's utterances: the speakers of the --ref cut manifest, "
+                        "or of a Kaldi utt2spk file given here")
     p.add_argument("--significance-level", type=float, default=0.05)
     p.add_argument("--bootstrap-resamples", type=int, default=1000,
                    help="resamples of the paired bootstrap with --compare [1000]")
@@ -91,6 +97,16 @@ def main() -> int:
     summ = score.summary()
     summ["missing_hyp"] = len(pairing.missing_hyp)
     summ["extra_hyp"] = len(pairing.extra_hyp)
+    if args.by_speaker == "" and not str(args.ref).endswith((".jsonl.gz", ".jsonl")):
+        logging.error(f"--by-speaker alone reads the speakers of a cut manifest, and --ref {args.ref} is not one: "
+                      "give a Kaldi utt2spk file (--by-speaker UTT2SPK)")
+        return 2
+    if args.by_speaker is not None:
+        try:
+            summ["by_speaker"] = score_by_speaker(pairing.triples, args.by_speaker or args.ref, config)
+        except (TranscriptError, ValueError, OSError) as e:
+            logging.error(str(e))
+            return 2
     name = args.name or args.hyp
 
     sig = None
@@ -128,6 +144,12 @@ def main() -> int:
     print(markdown_row(name, summ))
     if sig is not None:
         print(markdown_row(args.compare, summ_b))
+    if "by_speaker" in summ:
+        print()
+        print(f"Per speaker ({len(summ['by_speaker'])}):")
+        print(markdown_header("speaker (utterances)"))
+        for spk, s in summ["by_speaker"].items():
+            print(markdown_row(f"{spk} ({s['num_utts']})", s))
     print()
     print("Punctuation (LibriSpeech-PC PER, %):")
     print(per_mark_table(summ))
@@ -155,6 +177,23 @@ def main() -> int:
                 print(f"  {metric:8s} A {_f(r['a'])}  B {_f(r['b'])}  B worse {r['p_b_worse']:.3f}  "
                       f"B better {r['p_b_better']:.3f}")
     return 0
+
+
+def score_by_speaker(triples, speakers_path: str, config) -> dict:
+    """``{speaker: summary}`` (speakers sorted) of the scored triples, speakers read from ``speakers_path``.
+
+    Every scored utterance needs a speaker: the ones without are an error
+    that names them, not a row of their own.
+    """
+    speakers = read_speakers(speakers_path)
+    missing = [u for u, _, _ in triples if u not in speakers]
+    if missing:
+        raise TranscriptError(f"{speakers_path}: no speaker for {len(missing)} of the {len(triples)} scored "
+                              f"utterances, e.g. {missing[:3]}")
+    groups: dict = {}
+    for t in triples:
+        groups.setdefault(speakers[t[0]], []).append(t)
+    return {spk: score_corpus(groups[spk], config).summary() for spk in sorted(groups)}
 
 
 def _f(x) -> str:

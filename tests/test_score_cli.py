@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_text_cuts
+from conftest import text_cut, write_text_cuts
 from zipformer_pc.transcripts import (
     TranscriptError,
     pair_transcripts,
+    read_speakers,
     read_transcripts,
 )
 
@@ -410,3 +411,62 @@ def test_score_cli_reads_a_cut_manifests_references(tmp_path):
     assert n["num_utts"] == 2 and n["counts"]["N_np_nc"] == 5 and n["wer"] == pytest.approx(20.0)
     r = run_score("--ref", ref, "--hyp", hyp)
     assert r.returncode == 2 and "choose one (--mode)" in r.stderr
+
+
+def _speaker_cuts(path, rows):
+    """A cut manifest of ``(cut id, speaker or None, N text, P text)`` rows."""
+    from lhotse import CutSet
+
+    cuts = []
+    for cid, spk, n, p in rows:
+        cut = text_cut(cid, n, {"text_p": p})
+        cut.supervisions[0].speaker = spk
+        cuts.append(cut)
+    CutSet.from_cuts(cuts).to_file(path)
+    return path
+
+
+def test_by_speaker_scores_each_speakers_utterances(tmp_path):
+    """--by-speaker: a row per speaker of the REF manifest (or of a Kaldi utt2spk file), each the
+    scores of that speaker's utterances alone; the corpus row stays the scores of all of them."""
+    ref = _speaker_cuts(tmp_path / "cuts.jsonl.gz", [
+        ("a1", "spk-b", "one two three four", "One, two three four."),
+        ("a2", "spk-a", "hello world", "Hello world."),
+        ("a3", "spk-b", "good day", "Good day?"),
+    ])
+    hyp = write(tmp_path / "out.txt", "a1\tP\tOne two three for.\na2\tP\tHello world.\na3\tP\tgood day.\n")
+    r = run_score("--ref", ref, "--hyp", hyp, "--mode", "P", "--json", "--by-speaker")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    by = out["by_speaker"]
+    assert list(by) == ["spk-a", "spk-b"]
+    assert by["spk-a"]["num_utts"] == 1 and by["spk-a"]["wer"] == 0.0 and by["spk-a"]["pc_wer"] == 0.0
+    # spk-b: 1 of 6 words wrong ("for"); marks: "," deleted, "?" -> "."; "good" not capitalised
+    assert by["spk-b"]["num_utts"] == 2 and by["spk-b"]["wer"] == approx(100 / 6)
+    assert by["spk-b"]["per_marks"][","]["D"] == 1 and by["spk-b"]["per_marks"]["?"]["S"] == 1
+    assert out["wer"] == approx(100 / 8) and out["num_utts"] == 3
+    # the human report prints the rows with their utterance counts
+    r = run_score("--ref", ref, "--hyp", hyp, "--mode", "P", "--by-speaker")
+    assert "| spk-a (1) | 0.00 |" in r.stdout and "| spk-b (2) | 16.67 |" in r.stdout
+    # a Kaldi utt2spk file for plain references; an utterance it does not name is an error
+    plain_ref = write(tmp_path / "ref.txt", "a1\tOne, two three four.\na2\tHello world.\na3\tGood day?\n")
+    plain_hyp = write(tmp_path / "hyp.txt", "a1\tOne two three for.\na2\tHello world.\na3\tgood day.\n")
+    u2s = write(tmp_path / "utt2spk", "a1 x\na2 y\na3 x\n")
+    r = run_score("--ref", plain_ref, "--hyp", plain_hyp, "--json", "--by-speaker", u2s)
+    assert r.returncode == 0, r.stderr
+    assert {k: v["num_utts"] for k, v in json.loads(r.stdout)["by_speaker"].items()} == {"x": 2, "y": 1}
+    write(u2s, "a1 x\na2 y\n")
+    r = run_score("--ref", plain_ref, "--hyp", plain_hyp, "--by-speaker", u2s)
+    assert r.returncode == 2 and "no speaker for 1 of the 3 scored utterances" in r.stderr and "a3" in r.stderr
+    # plain references name no speakers: --by-speaker needs a file then
+    r = run_score("--ref", plain_ref, "--hyp", plain_hyp, "--by-speaker")
+    assert r.returncode == 2 and "is not one: give a Kaldi utt2spk file" in r.stderr
+
+
+def test_read_speakers_errors(tmp_path):
+    ref = _speaker_cuts(tmp_path / "cuts.jsonl.gz", [("a1", "s", "hi", "Hi."), ("a2", None, "yo", "Yo.")])
+    with pytest.raises(TranscriptError, match="cut 'a2' names no speaker"):
+        read_speakers(ref)
+    bad = write(tmp_path / "utt2spk", "a1 s\na1 t\n")
+    with pytest.raises(TranscriptError, match="utt2spk:2: duplicate utterance id 'a1'"):
+        read_speakers(bad)

@@ -13,6 +13,9 @@ Four layouts are read:
   ``custom["text_p"]``, :mod:`zipformer_pc.data.references`); cuts without
   a P reference are skipped and counted in the log.
 
+:func:`read_speakers` reads the speaker of each utterance from a cut manifest
+or a Kaldi ``utt2spk`` file (scores per speaker).
+
 Errors name the file and line; nothing is silently dropped.
 """
 
@@ -136,6 +139,42 @@ def _read_cut_references(path: str, mode: Optional[str]) -> Dict[str, str]:
         out[cut.id] = " ".join(t for t in texts if t).strip()
     if no_p:
         logging.info(f"{path}: {no_p} of {len(cuts)} cuts have no P reference and are not scored")
+    return out
+
+
+def read_speakers(path: str) -> Dict[str, str]:
+    """``{utt_id: speaker}`` from a lhotse cut manifest or a Kaldi ``utt2spk`` file.
+
+    A cut's speaker is its supervisions' speakers (distinct ones joined by
+    ``+``); a cut whose supervisions name none is an error, as is a line of
+    ``utt2spk`` without a speaker or a repeated id.
+    """
+    out: Dict[str, str] = {}
+    if str(path).endswith((".jsonl.gz", ".jsonl")):
+        from lhotse import load_manifest_lazy
+
+        try:
+            cuts = list(load_manifest_lazy(path))
+        except Exception as e:  # lhotse raises several kinds for a file that is not a manifest
+            raise TranscriptError(f"{path}: not a readable lhotse cut manifest: {e}") from None
+        for cut in cuts:
+            speakers = list(dict.fromkeys(s.speaker for s in cut.supervisions if s.speaker))
+            if not speakers:
+                raise TranscriptError(f"{path}: cut {cut.id!r} names no speaker")
+            if cut.id in out:
+                raise TranscriptError(f"{path}: duplicate cut id {cut.id!r}")
+            out[cut.id] = "+".join(speakers)
+        return out
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            parts = line.split()
+            if len(parts) != 2:
+                raise TranscriptError(f"{path}:{lineno}: expected 'utt_id speaker': {line.strip()[:80]!r}")
+            if parts[0] in out:
+                raise TranscriptError(f"{path}:{lineno}: duplicate utterance id {parts[0]!r}")
+            out[parts[0]] = parts[1]
     return out
 
 
