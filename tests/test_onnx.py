@@ -80,6 +80,31 @@ def test_read_wav_mixes_channels_and_rejects_non_wav(tmp_path):
     (tmp_path / "bad.wav").write_bytes(b"not a wav at all")
     with pytest.raises(ValueError, match="not a PCM wav"):
         read_wav(str(tmp_path / "bad.wav"))
+    (tmp_path / "empty.wav").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"not a PCM wav file \(an empty file\)"):
+        read_wav(str(tmp_path / "empty.wav"))
+
+
+def test_wav_inputs_are_listed_and_named_without_clashes(tmp_path):
+    """Folders give their .wav files (any case, subfolders too, sorted); a missing path and a
+    folder without wavs are clear errors; inputs that share a name are told apart by their
+    paths, so no two lines of output share an id, and a wav given twice is an error."""
+    from zipformer_pc.runtime.audio import utterance_ids, wav_files
+
+    for rel in ("a/x.wav", "a/sub/y.WAV", "b/x.wav", "a/notes.txt"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    (tmp_path / "none").mkdir()
+    files = wav_files([str(tmp_path / "a"), str(tmp_path / "b" / "x.wav")])
+    assert [p.relative_to(tmp_path).as_posix() for p in files] == ["a/sub/y.WAV", "a/x.wav", "b/x.wav"]
+    assert utterance_ids(files) == ["y", str(tmp_path / "a" / "x"), str(tmp_path / "b" / "x")]
+    assert utterance_ids(files[:2]) == ["y", "x"]
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        wav_files([str(tmp_path / "missing.wav")])
+    with pytest.raises(FileNotFoundError, match="a folder without .wav files"):
+        wav_files([str(tmp_path / "none")])
+    with pytest.raises(ValueError, match="given more than once"):
+        utterance_ids(wav_files([str(tmp_path / "b"), str(tmp_path / "b" / "x.wav")]))
 
 
 # ---------------------------------------------------------------------------

@@ -67,6 +67,24 @@ def test_the_shipped_model_transcribes_a_fresh_sentence(spoken, int8, search, tm
     assert re.search(r"[.?!]$", got["P"]), got
 
 
+def test_bad_inputs_are_clear_errors_or_counted_skips(spoken, tmp_path):
+    """A missing path stops the run before the model loads, with one line naming it; a file that
+    is not a wav is skipped with a warning and counted, the others are decoded; nothing decoded
+    at all is an error (exit status 1), not an empty success."""
+    run = lambda *a: subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(PRETRAINED), *a],
+                                    cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = run(str(tmp_path / "missing.wav"))
+    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'missing.wav'} does not exist"
+    assert "Traceback" not in r.stderr
+    bad = tmp_path / "notes.wav"
+    bad.write_text("not audio")
+    r = run(str(bad), str(spoken))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "skipping notes: " in r.stderr and "1 skipped" in r.stderr and r.stdout.startswith("letter\tP: ")
+    r = run(str(bad))
+    assert r.returncode == 1 and "none of the 1 input(s) could be decoded" in r.stderr
+
+
 # not a sentence of the corpus either; a question by its words
 QUESTION = "Did you really think that she would come to the ball with him?"
 

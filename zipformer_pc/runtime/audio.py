@@ -74,7 +74,10 @@ def read_wav(path: str) -> Tuple[np.ndarray, int]:
             rate, width, channels, n = w.getframerate(), w.getsampwidth(), w.getnchannels(), w.getnframes()
             raw = w.readframes(n)
     except (wave.Error, EOFError) as e:
-        raise ValueError(f"{path}: not a PCM wav file ({e}); convert it, e.g. `sox in out.wav`") from e
+        why = str(e) or "the file ends before its header does"
+        if Path(path).is_file() and Path(path).stat().st_size == 0:
+            why = "an empty file"
+        raise ValueError(f"{path}: not a PCM wav file ({why}); convert it, e.g. `sox in out.wav`") from e
     if width == 1:
         x = (np.frombuffer(raw, dtype=np.uint8).astype(np.float32) - 128.0) / 128.0
     elif width == 2:
@@ -93,14 +96,31 @@ def read_wav(path: str) -> Tuple[np.ndarray, int]:
 
 
 def wav_files(paths: Sequence[str]) -> List[Path]:
-    """The given wav files and the ``*.wav`` files under the given folders (sorted),
-    in order; ``FileNotFoundError`` for a path that does not exist."""
+    """The given wav files and the ``.wav`` files (any case of the suffix) under the given
+    folders (sorted), in order; ``FileNotFoundError`` for a path that does not exist and
+    for a folder that holds no wav file."""
     out: List[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out += sorted(p.rglob("*.wav"))
+            found = sorted(q for q in p.rglob("*") if q.suffix.lower() == ".wav" and q.is_file())
+            if not found:
+                raise FileNotFoundError(f"{p}: a folder without .wav files (its subfolders included)")
+            out += found
         elif p.exists():
             out.append(p)
         else:
             raise FileNotFoundError(f"{p} does not exist")
     return out
+
+
+def utterance_ids(paths: Sequence[Path]) -> List[str]:
+    """An id for each wav: its name without the suffix, or, for names that two inputs
+    share (``a/x.wav``, ``b/x.wav``), its path without the suffix, so that no two
+    inputs' lines of output share an id."""
+    stems = [p.stem for p in paths]
+    shared = {s for s in stems if stems.count(s) > 1}
+    ids = [str(p.with_suffix("")) if p.stem in shared else p.stem for p in paths]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"the same wav is given more than once: {', '.join(dup[:3])}")
+    return ids

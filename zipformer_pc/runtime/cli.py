@@ -76,10 +76,13 @@ def main(argv=None) -> None:
     if (args.scores_json or args.per_speaker) and not args.cuts:
         sys.exit("--scores-json and --per-speaker need --cuts (references to score against)")
     modes = [m for m in args.modes.split(",") if m] or None
+    try:
+        utts = utterances.from_wavs(wav_files(args.inputs))
+    except (FileNotFoundError, ValueError) as e:
+        sys.exit(f"error: {e}")
     endpoint = EndpointConfig.from_args(args)
     rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
                                        endpoint=endpoint, **search_kwargs(args, args.model_dir))
-    utts = utterances.from_wavs(wav_files(args.inputs))
     if args.cuts:
         utts += utterances.from_cuts(args.cuts)
     if args.max_utts > 0:
@@ -99,6 +102,8 @@ def main(argv=None) -> None:
     print(f"RTF {rtf:.4f} ({len(run.decoded)} utterances, {run.audio_seconds:.1f} s audio, {args.num_threads} thread(s))")
     if args.output:
         utterances.write_hyps(args.output, run.decoded)
+    if utts and not run.decoded:
+        sys.exit(f"error: none of the {len(utts)} input(s) could be decoded (see the warnings above)")
     if args.cuts:
         scores = utterances.score(run.decoded)
         for mode, summary in scores.items():

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequ
 
 import numpy as np
 
-from zipformer_pc.runtime.audio import read_wav
+from zipformer_pc.runtime.audio import read_wav, utterance_ids
 
 if TYPE_CHECKING:
     from zipformer_pc.metrics import CorpusScore
@@ -42,7 +42,9 @@ class Decoded:
 
 
 def from_wavs(paths: Iterable[Path]) -> List[Utterance]:
-    return [Utterance(p.stem, lambda p=p: read_wav(str(p))) for p in paths]
+    """The wavs as utterances, named by :func:`~zipformer_pc.runtime.audio.utterance_ids`."""
+    paths = list(paths)
+    return [Utterance(uid, lambda p=p: read_wav(str(p))) for uid, p in zip(utterance_ids(paths), paths)]
 
 
 def from_cuts(path, limit: int = 0) -> List[Utterance]:

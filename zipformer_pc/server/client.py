@@ -198,7 +198,12 @@ def _fmt(ps: Dict[str, float]) -> str:
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     items = []
-    for path in wav_files(args.inputs):
+    try:
+        paths = wav_files(args.inputs)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for path in paths:
         try:
             samples, rate = read_wav(str(path))
         except (ValueError, OSError) as e:
