@@ -20,8 +20,8 @@ Usage:
   # The runtime's output (export/onnx_streaming.py --output) against a cut manifest's references
   ./scoring/score.py --ref data/synth/fbank/synth_cuts_test.jsonl.gz --hyp out.txt --mode P
 
-  # ... and a row per speaker (the manifest's; or --by-speaker data/utt2spk, Kaldi's layout)
-  ./scoring/score.py --ref data/synth/fbank/synth_cuts_test.jsonl.gz --hyp out.txt --mode P --by-speaker
+  # ... and a row per speaker (the manifest's; or --per-speaker data/utt2spk, Kaldi's layout)
+  ./scoring/score.py --ref data/synth/fbank/synth_cuts_test.jsonl.gz --hyp out.txt --mode P --per-speaker
 
 REF and HYP hold ``utt_id<TAB>text`` lines (or icefall ``recogs-*.txt``
 pairs, whose ``ref=`` / ``hyp=`` lines are used; or the runtime's
@@ -69,7 +69,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=list(MODE_IDS), default=None,
                    help="the output mode to score: the lines of that mode in the runtime's "
                         "'id<TAB>mode<TAB>text' output and that reference of a cut manifest (needed for those)")
-    p.add_argument("--by-speaker", nargs="?", const="", default=None, metavar="UTT2SPK",
+    p.add_argument("--per-speaker", nargs="?", const="", default=None, metavar="UTT2SPK",
                    help="also score each speaker's utterances: the speakers of the --ref cut manifest, "
                         "or of a Kaldi utt2spk file given here")
     p.add_argument("--significance-level", type=float, default=0.05)
@@ -97,13 +97,13 @@ def main() -> int:
     summ = score.summary()
     summ["missing_hyp"] = len(pairing.missing_hyp)
     summ["extra_hyp"] = len(pairing.extra_hyp)
-    if args.by_speaker == "" and not str(args.ref).endswith((".jsonl.gz", ".jsonl")):
-        logging.error(f"--by-speaker alone reads the speakers of a cut manifest, and --ref {args.ref} is not one: "
-                      "give a Kaldi utt2spk file (--by-speaker UTT2SPK)")
+    if args.per_speaker == "" and not str(args.ref).endswith((".jsonl.gz", ".jsonl")):
+        logging.error(f"--per-speaker alone reads the speakers of a cut manifest, and --ref {args.ref} is not one: "
+                      "give a Kaldi utt2spk file (--per-speaker UTT2SPK)")
         return 2
-    if args.by_speaker is not None:
+    if args.per_speaker is not None:
         try:
-            summ["by_speaker"] = score_by_speaker(pairing.triples, args.by_speaker or args.ref, config)
+            summ["speakers"] = score_by_speaker(pairing.triples, args.per_speaker or args.ref, config)
         except (TranscriptError, ValueError, OSError) as e:
             logging.error(str(e))
             return 2
@@ -144,11 +144,11 @@ def main() -> int:
     print(markdown_row(name, summ))
     if sig is not None:
         print(markdown_row(args.compare, summ_b))
-    if "by_speaker" in summ:
+    if "speakers" in summ:
         print()
-        print(f"Per speaker ({len(summ['by_speaker'])}):")
+        print(f"Per speaker ({len(summ['speakers'])}):")
         print(markdown_header("speaker (utterances)"))
-        for spk, s in summ["by_speaker"].items():
+        for spk, s in summ["speakers"].items():
             print(markdown_row(f"{spk} ({s['num_utts']})", s))
     print()
     print("Punctuation (LibriSpeech-PC PER, %):")

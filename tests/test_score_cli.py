@@ -426,8 +426,8 @@ def _speaker_cuts(path, rows):
     return path
 
 
-def test_by_speaker_scores_each_speakers_utterances(tmp_path):
-    """--by-speaker: a row per speaker of the REF manifest (or of a Kaldi utt2spk file), each the
+def test_per_speaker_scores_each_speakers_utterances(tmp_path):
+    """--per-speaker: a row per speaker of the REF manifest (or of a Kaldi utt2spk file), each the
     scores of that speaker's utterances alone; the corpus row stays the scores of all of them."""
     ref = _speaker_cuts(tmp_path / "cuts.jsonl.gz", [
         ("a1", "spk-b", "one two three four", "One, two three four."),
@@ -435,10 +435,10 @@ def test_by_speaker_scores_each_speakers_utterances(tmp_path):
         ("a3", "spk-b", "good day", "Good day?"),
     ])
     hyp = write(tmp_path / "out.txt", "a1\tP\tOne two three for.\na2\tP\tHello world.\na3\tP\tgood day.\n")
-    r = run_score("--ref", ref, "--hyp", hyp, "--mode", "P", "--json", "--by-speaker")
+    r = run_score("--ref", ref, "--hyp", hyp, "--mode", "P", "--json", "--per-speaker")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    by = out["by_speaker"]
+    by = out["speakers"]
     assert list(by) == ["spk-a", "spk-b"]
     assert by["spk-a"]["num_utts"] == 1 and by["spk-a"]["wer"] == 0.0 and by["spk-a"]["pc_wer"] == 0.0
     # spk-b: 1 of 6 words wrong ("for"); marks: "," deleted, "?" -> "."; "good" not capitalised
@@ -446,20 +446,20 @@ def test_by_speaker_scores_each_speakers_utterances(tmp_path):
     assert by["spk-b"]["per_marks"][","]["D"] == 1 and by["spk-b"]["per_marks"]["?"]["S"] == 1
     assert out["wer"] == approx(100 / 8) and out["num_utts"] == 3
     # the human report prints the rows with their utterance counts
-    r = run_score("--ref", ref, "--hyp", hyp, "--mode", "P", "--by-speaker")
+    r = run_score("--ref", ref, "--hyp", hyp, "--mode", "P", "--per-speaker")
     assert "| spk-a (1) | 0.00 |" in r.stdout and "| spk-b (2) | 16.67 |" in r.stdout
     # a Kaldi utt2spk file for plain references; an utterance it does not name is an error
     plain_ref = write(tmp_path / "ref.txt", "a1\tOne, two three four.\na2\tHello world.\na3\tGood day?\n")
     plain_hyp = write(tmp_path / "hyp.txt", "a1\tOne two three for.\na2\tHello world.\na3\tgood day.\n")
     u2s = write(tmp_path / "utt2spk", "a1 x\na2 y\na3 x\n")
-    r = run_score("--ref", plain_ref, "--hyp", plain_hyp, "--json", "--by-speaker", u2s)
+    r = run_score("--ref", plain_ref, "--hyp", plain_hyp, "--json", "--per-speaker", u2s)
     assert r.returncode == 0, r.stderr
-    assert {k: v["num_utts"] for k, v in json.loads(r.stdout)["by_speaker"].items()} == {"x": 2, "y": 1}
+    assert {k: v["num_utts"] for k, v in json.loads(r.stdout)["speakers"].items()} == {"x": 2, "y": 1}
     write(u2s, "a1 x\na2 y\n")
-    r = run_score("--ref", plain_ref, "--hyp", plain_hyp, "--by-speaker", u2s)
+    r = run_score("--ref", plain_ref, "--hyp", plain_hyp, "--per-speaker", u2s)
     assert r.returncode == 2 and "no speaker for 1 of the 3 scored utterances" in r.stderr and "a3" in r.stderr
-    # plain references name no speakers: --by-speaker needs a file then
-    r = run_score("--ref", plain_ref, "--hyp", plain_hyp, "--by-speaker")
+    # plain references name no speakers: --per-speaker needs a file then
+    r = run_score("--ref", plain_ref, "--hyp", plain_hyp, "--per-speaker")
     assert r.returncode == 2 and "is not one: give a Kaldi utt2spk file" in r.stderr
 
 
