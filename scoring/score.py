@@ -47,7 +47,13 @@ from zipformer_pc.metrics import (
 )
 from zipformer_pc.modes import MODE_IDS
 from zipformer_pc.text import parse_punct_args
-from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_speakers, read_transcripts
+from zipformer_pc.transcripts import (
+    TranscriptError,
+    is_cut_manifest,
+    pair_transcripts,
+    read_speakers,
+    read_transcripts,
+)
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -97,7 +103,7 @@ def main() -> int:
     summ = score.summary()
     summ["missing_hyp"] = len(pairing.missing_hyp)
     summ["extra_hyp"] = len(pairing.extra_hyp)
-    if args.per_speaker == "" and not str(args.ref).endswith((".jsonl.gz", ".jsonl")):
+    if args.per_speaker == "" and not is_cut_manifest(args.ref):
         logging.error(f"--per-speaker alone reads the speakers of a cut manifest, and --ref {args.ref} is not one: "
                       "give a Kaldi utt2spk file (--per-speaker UTT2SPK)")
         return 2

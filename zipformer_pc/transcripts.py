@@ -34,6 +34,20 @@ class TranscriptError(ValueError):
     pass
 
 
+def is_cut_manifest(path) -> bool:
+    """Whether ``path`` names a lhotse cut manifest (``.jsonl.gz`` / ``.jsonl``) rather than a text file."""
+    return str(path).endswith((".jsonl.gz", ".jsonl"))
+
+
+def _load_cuts(path) -> list:
+    from lhotse import load_manifest_lazy
+
+    try:
+        return list(load_manifest_lazy(path))
+    except Exception as e:  # lhotse raises several kinds for a file that is not a manifest
+        raise TranscriptError(f"{path}: not a readable lhotse cut manifest: {e}") from None
+
+
 def read_transcripts(path: str, side: str = "ref", mode: Optional[str] = None) -> Dict[str, str]:
     """Read a transcript file into ``{utt_id: text}`` (insertion-ordered).
 
@@ -46,7 +60,7 @@ def read_transcripts(path: str, side: str = "ref", mode: Optional[str] = None) -
         raise ValueError(f"side must be 'ref' or 'hyp', not {side!r}")
     if mode is not None and mode not in MODE_IDS:
         raise ValueError(f"mode must be one of {' '.join(MODE_IDS)}, not {mode!r}")
-    if str(path).endswith((".jsonl.gz", ".jsonl")):
+    if is_cut_manifest(path):
         return _read_cut_references(path, mode)
     out: Dict[str, str] = {}
     try:
@@ -117,18 +131,13 @@ def _read_mode_lines(path: str, lines: List[str], mode: Optional[str]) -> Dict[s
 
 def _read_cut_references(path: str, mode: Optional[str]) -> Dict[str, str]:
     """The ``mode`` references of the cuts of a lhotse manifest."""
-    from lhotse import load_manifest_lazy
-
     from zipformer_pc.data.references import get_n, get_p, has_p
 
     if mode is None:
         raise TranscriptError(f"{path}: a cut manifest holds P and N references: choose one (--mode)")
     out: Dict[str, str] = {}
     no_p = 0
-    try:
-        cuts = list(load_manifest_lazy(path))
-    except Exception as e:  # lhotse raises several kinds for a file that is not a manifest
-        raise TranscriptError(f"{path}: not a readable lhotse cut manifest: {e}") from None
+    cuts = _load_cuts(path)
     for cut in cuts:
         if mode == "P" and not has_p(cut):
             no_p += 1
@@ -150,14 +159,8 @@ def read_speakers(path: str) -> Dict[str, str]:
     ``utt2spk`` without a speaker or a repeated id.
     """
     out: Dict[str, str] = {}
-    if str(path).endswith((".jsonl.gz", ".jsonl")):
-        from lhotse import load_manifest_lazy
-
-        try:
-            cuts = list(load_manifest_lazy(path))
-        except Exception as e:  # lhotse raises several kinds for a file that is not a manifest
-            raise TranscriptError(f"{path}: not a readable lhotse cut manifest: {e}") from None
-        for cut in cuts:
+    if is_cut_manifest(path):
+        for cut in _load_cuts(path):
             speakers = list(dict.fromkeys(s.speaker for s in cut.supervisions if s.speaker))
             if not speakers:
                 raise TranscriptError(f"{path}: cut {cut.id!r} names no speaker")

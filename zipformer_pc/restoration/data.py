@@ -13,6 +13,7 @@ import torch
 from zipformer_pc.data.references import get_p
 from zipformer_pc.runtime.restoration import MIX, LabeledLine, PieceEncoder, case_class, labels_from_p, pad_batch
 from zipformer_pc.text import PunctConfig, scoring_pairs
+from zipformer_pc.transcripts import is_cut_manifest
 
 
 @dataclass
@@ -85,7 +86,7 @@ def read_cut_references(path: str, use_auto: bool = False) -> List[Tuple[str, st
 
 def read_references(path: str) -> List[Tuple[str, str]]:
     """``(id, P)`` pairs from a cut manifest (``.jsonl.gz``/``.jsonl``) or a text file (ids are line numbers)."""
-    if path.endswith((".jsonl.gz", ".jsonl")):
+    if is_cut_manifest(path):
         return read_cut_references(path)
     return [(f"line-{i}", line) for i, line in enumerate(read_text_lines(path), 1)]
 

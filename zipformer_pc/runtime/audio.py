@@ -3,6 +3,7 @@ resampling (numpy only)."""
 
 import math
 import wave
+from collections import Counter
 from pathlib import Path
 from typing import List, Sequence, Tuple
 
@@ -117,10 +118,9 @@ def utterance_ids(paths: Sequence[Path]) -> List[str]:
     """An id for each wav: its name without the suffix, or, for names that two inputs
     share (``a/x.wav``, ``b/x.wav``), its path without the suffix, so that no two
     inputs' lines of output share an id."""
-    stems = [p.stem for p in paths]
-    shared = {s for s in stems if stems.count(s) > 1}
-    ids = [str(p.with_suffix("")) if p.stem in shared else p.stem for p in paths]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
+    stems = Counter(p.stem for p in paths)
+    ids = [str(p.with_suffix("")) if stems[p.stem] > 1 else p.stem for p in paths]
+    dup = sorted(i for i, n in Counter(ids).items() if n > 1)
     if dup:
         raise ValueError(f"the same wav is given more than once: {', '.join(dup[:3])}")
     return ids
