@@ -300,3 +300,47 @@ def test_batched_update_follows_the_rule_tensor_by_tensor():
 def test_make_optimizer_rejects_unknown_name():
     with pytest.raises(ValueError):
         make_optimizer("sgd", [nn.Parameter(torch.zeros(2))])
+
+
+def test_step_keeps_every_tensor_on_the_parameters_device(monkeypatch):
+    """Parameters on the ``meta`` device, which like CUDA refuses a CPU vector in
+    an operation with its tensors: the step builds its helper tensors (the
+    per-tensor sqrt(numel), the bias corrections) on the parameters' device and
+    keeps its per-tensor factors there (no ``.tolist()``, which a meta tensor
+    cannot do, as it would make a CUDA step wait for the GPU). The clipping
+    factor, one host number a step, is the only thing stubbed."""
+    from zipformer_pc.training import optim
+
+    params = [nn.Parameter(torch.randn(7, 5, device="meta")), nn.Parameter(torch.randn(16, device="meta")),
+              nn.Parameter(torch.randn((), device="meta"))]
+    for p in params:
+        p.grad = torch.randn(p.shape, device="meta")
+    opt = ScaledAdam(params, lr=0.03)
+    monkeypatch.setattr(opt, "_clip_factor", lambda terms: 1.0)
+    opt.step()
+    opt.step()
+    assert all(p.device.type == "meta" for p in params)
+    assert all(v.device.type == "meta" for st in opt.state.values() for v in st.values() if torch.is_tensor(v))
+    assert not optim._host_scalars(torch.device("meta")) and not optim._host_scalars(torch.device("cuda"))
+
+
+def test_device_path_equals_the_cpu_path(monkeypatch):
+    """The update with per-tensor factors kept as tensors (the path of a GPU)
+    gives the CPU path's parameters, over steps with clipping."""
+    from zipformer_pc.training import optim
+
+    def run(host: bool):
+        monkeypatch.setattr(optim, "_host_scalars", lambda device: host)
+        torch.manual_seed(0)
+        params = [nn.Parameter(torch.randn(7, 5)), nn.Parameter(torch.randn(16) * 0.01),
+                  nn.Parameter(torch.tensor(0.3)), nn.Parameter(torch.full((3, 3), 3.0))]
+        opt = ScaledAdam(params, lr=0.03)
+        for i in range(20):
+            for p in params:
+                p.grad = torch.randn(p.shape) * (1000.0 if i == 10 else 1.0)
+            opt.step()
+        assert opt.num_clipped >= 1
+        return [p.detach().clone() for p in params]
+
+    for a, b in zip(run(True), run(False)):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)

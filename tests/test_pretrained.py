@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from zipformer_pc.metrics import score_corpus
@@ -230,3 +231,34 @@ def test_sherpa_onnx_beam_search_reads_the_shipped_model_as_we_do(spoken, int8):
         else:
             assert frames == their_frames, mode
     assert len(seg.text["N"].split()) >= 10, seg.text
+
+
+def test_the_shipped_encoder_is_finite_under_fp16_and_bf16_autocast(spoken):
+    """Mixed precision, as a GPU run trains (--use-fp16): the shipped weights send
+    Swoosh inputs far above 11, where an fp16 exp overflows; the encoder output
+    must stay finite and equal the fp32 one to rounding (CPU autocast lowers the
+    same operators to fp16 as CUDA's)."""
+    import torch
+
+    from zipformer_pc.features import lhotse_fbank
+    from zipformer_pc.model.transducer import build_model
+    from zipformer_pc.runtime import Resampler, read_wav
+
+    ck = torch.load(PRETRAINED / "conditioned.pt", map_location="cpu", weights_only=False)
+    model = build_model(ck["model_config"]).eval()
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ck["model"].items()})
+    samples, rate = read_wav(str(spoken))
+    if rate != 16000:
+        r = Resampler(rate, 16000)
+        samples = np.concatenate([r.process(samples), r.flush()])
+    feats = torch.from_numpy(lhotse_fbank().extract(samples, 16000))[None]
+    lens = torch.tensor([feats.size(1)])
+    with torch.no_grad():
+        ref, _ = model.encoder(feats, lens)
+        for dtype in (torch.float16, torch.bfloat16):
+            with torch.autocast("cpu", dtype=dtype):
+                out, _ = model.encoder(feats, lens)
+            out = out.float()
+            assert torch.isfinite(out).all(), dtype
+            cos = torch.nn.functional.cosine_similarity(out.flatten(), ref.flatten(), dim=0)
+            assert cos > 0.999, (dtype, cos)

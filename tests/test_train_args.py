@@ -355,3 +355,37 @@ def test_front_end_channels_reach_the_model_config_and_a_bad_combination_is_refu
     args, _ = parse("--encoder", "paper", "--front-end-channels", "64")  # the paper front end has a ConvNeXt block
     with pytest.raises(SystemExit, match="Model options: a front end of 64 channels with a ConvNeXt block"):
         get_model(args, None, 64, True)
+
+
+def test_validation_totals_are_reduced_on_the_training_device(monkeypatch):
+    """With several ranks the validation totals are all-reduced on the process
+    group; NCCL reduces CUDA tensors only, so the tensor must live on the
+    training device (``meta`` here stands for CUDA), not on the CPU."""
+    import torch
+
+    from zipformer_pc.training import train as train_mod
+
+    seen = []
+
+    class Reduced(Exception):
+        pass
+
+    def fake_all_reduce(t, *a, **kw):
+        seen.append(t.device)
+        raise Reduced
+
+    monkeypatch.setattr(train_mod.dist, "is_available", lambda: True)
+    monkeypatch.setattr(train_mod.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(train_mod.dist, "all_reduce", fake_all_reduce)
+    with pytest.raises(Reduced):
+        train_mod.compute_validation_loss(torch.nn.Linear(2, 2), [], None, None, torch.device("meta"))
+    assert seen == [torch.device("meta")]
+
+
+def test_loss_auto_is_the_pruned_loss_without_k2():
+    """auto never falls back to the full (B, T, U, V) lattice: the plain-PyTorch
+    pruned loss when k2 is missing (the paper preset's default)."""
+    from zipformer_pc.model import loss as loss_mod
+
+    assert loss_mod.resolve_backend("auto") == "pruned"
+    assert loss_mod.resolve_backend("full") == "full"

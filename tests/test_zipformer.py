@@ -127,6 +127,18 @@ def test_softplus_equals_torch_softplus(dtype, rtol, atol):
     assert torch.isfinite(ours).all() and (ours >= 0).all()
 
 
+@pytest.mark.parametrize("dtype,atol", [(torch.float16, 1e-3), (torch.bfloat16, 8e-3)])
+def test_softplus_does_not_overflow_in_half_precision(dtype, atol):
+    # fp16's exp is inf above ~11.1: below its threshold softplus stays finite,
+    # above it returns z (softplus(z) - z < 5e-5 there, under half an ulp)
+    z = torch.linspace(-30, 70, 2001, dtype=torch.float32)
+    ours = softplus(z.to(dtype))
+    assert ours.dtype == dtype and torch.isfinite(ours).all()
+    torch.testing.assert_close(ours.float(), torch.nn.functional.softplus(z), rtol=1e-2, atol=atol)
+    for fn in (swoosh_r, swoosh_l):
+        assert torch.isfinite(fn(z.to(dtype))).all()
+
+
 @pytest.mark.parametrize("fn,shift,offset", [(swoosh_r, 1.0, 0.313261687), (swoosh_l, 4.0, 0.035)])
 def test_swoosh_training_path_matches_the_plain_expression(fn, shift, offset):
     # with gradients the lean autograd function runs; values and gradients

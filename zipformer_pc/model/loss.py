@@ -38,13 +38,12 @@ def k2_available() -> bool:
 
 
 def resolve_backend(requested: str = "auto") -> str:
-    """``auto`` -> ``pruned`` when k2 imports, else ``full``; logs the choice."""
+    """``auto`` -> ``pruned`` (k2's when it imports, else the plain-PyTorch one);
+    logs the choice.  ``full`` (torchaudio's whole (B, T, U, V) lattice) only when
+    asked: at LibriSpeech batch sizes its logits take gigabytes per head."""
     if requested not in ("auto", "pruned", "full"):
         raise ValueError(f"Unknown loss backend {requested!r}: use auto, pruned or full")
-    if requested == "auto":
-        backend = "pruned" if k2_available() else "full"
-    else:
-        backend = requested
+    backend = "pruned" if requested == "auto" else requested
     how = {
         "pruned": "k2 pruned RNN-T" if k2_available() else "pruned RNN-T in plain PyTorch (zipformer_pc.model.pruned_rnnt; "
                                                             "k2 does not import)",

@@ -69,7 +69,7 @@ _SWOOSH_L_OFFSET = 0.035
 
 
 def softplus(z: Tensor) -> Tensor:
-    """``F.softplus(z)``: ``log(1 + exp(z))``, and ``z`` itself above 20.
+    """``F.softplus(z)``: ``log(1 + exp(z))``, and ``z`` itself above 20 (10 in fp16/bf16).
 
     Written with ``exp`` and ``log`` because ``F.softplus`` goes through
     ``log1p``, which the CPU builds of torch do not vectorise: ~8x slower on
@@ -81,7 +81,11 @@ def softplus(z: Tensor) -> Tensor:
     """
     if torch.jit.is_tracing():
         return F.softplus(z)
-    return torch.where(z > 20.0, z, z.clamp(max=20.0).exp_().add_(1.0).log_())
+    # exp must not overflow in z's own dtype: an in-place exp_ stays fp16 under
+    # autocast, where exp(z) is inf above ~11.1; softplus(z) - z = log(1 + exp(-z))
+    # is below 5e-5 at 10, far under half an fp16/bf16 ulp of 10
+    limit = 20.0 if z.dtype in (torch.float32, torch.float64) else 10.0
+    return torch.where(z > limit, z, z.clamp(max=limit).exp_().add_(1.0).log_())
 
 
 class _SwooshFunction(torch.autograd.Function):

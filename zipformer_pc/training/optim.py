@@ -50,6 +50,13 @@ from torch.optim import Optimizer
 __all__ = ["ScaledAdam", "LRScheduler", "Eden", "make_optimizer"]
 
 
+def _host_scalars(device: torch.device) -> bool:
+    """Whether the update's per-tensor factors go through Python floats (on the
+    CPU, where that is cheapest) or stay device tensors (elsewhere: a ``.tolist()``
+    of CUDA tensors waits for the GPU twice a step)."""
+    return device.type == "cpu"
+
+
 class ScaledAdam(Optimizer):
     """Parameter-scale-relative Adam with learned scales and median-based
     gradient clipping.
@@ -152,7 +159,9 @@ class ScaledAdam(Optimizer):
             (tensors if p.numel() > 1 else scalars).append(p)
         rms = torch.empty(0)
         if tensors:
-            sqrt_numel = torch.tensor([p.numel() for p in tensors], dtype=torch.float32).sqrt()
+            # on the parameters' device: a CPU vector divided into CUDA norms raises
+            sqrt_numel = torch.tensor([p.numel() for p in tensors], dtype=torch.float32,
+                                      device=tensors[0].device).sqrt()
             rms = (self._norms(tensors) / sqrt_numel).clamp(min=group["param_min_rms"])
         return tensors, scalars, rms
 
@@ -226,15 +235,24 @@ class ScaledAdam(Optimizer):
             w = torch.stack(w_state).float() * beta2 + h * h * (1.0 - beta2)
             torch._foreach_copy_(n_state, list(n.unbind(0)))
             torch._foreach_copy_(w_state, list(w.unbind(0)))
-            b1 = torch.tensor(bias1, dtype=torch.float32)
-            b2 = torch.tensor(bias2, dtype=torch.float32)
+            b1 = torch.tensor(bias1, dtype=torch.float32, device=rms.device)
+            b2 = torch.tensor(bias2, dtype=torch.float32, device=rms.device)
             delta_r = -eta * lr * rms * (n / b1) / ((w / b2).sqrt() + group["eps"])
             # keep the RMS within [param_min_rms, param_max_rms]
             delta_r = torch.where(rms >= group["param_max_rms"], delta_r.clamp(max=0.0), delta_r)
             delta_r = torch.where(rms <= group["param_min_rms"], delta_r.clamp(min=0.0), delta_r)
             # theta <- theta + delta_r * theta' + delta  (theta' = theta / r)
-            torch._foreach_mul_(tensors, (1.0 + delta_r / rms).tolist())
-            torch._foreach_addcdiv_(tensors, ms, denoms, (-lr * rms / b1).tolist())
+            scale, step_size = 1.0 + delta_r / rms, -lr * rms / b1
+            if _host_scalars(rms.device):
+                # CPU: per-tensor Python scalars make the cheapest kernels
+                torch._foreach_mul_(tensors, scale.tolist())
+                torch._foreach_addcdiv_(tensors, ms, denoms, step_size.tolist())
+            else:
+                # an accelerator: the per-tensor factors stay on the device (no host sync)
+                torch._foreach_mul_(tensors, list(scale.unbind(0)))
+                updates = torch._foreach_div(ms, denoms)
+                torch._foreach_mul_(updates, list(step_size.unbind(0)))
+                torch._foreach_add_(tensors, updates)
         return loss
 
     # -- checkpointing ------------------------------------------------------

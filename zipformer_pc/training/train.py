@@ -152,8 +152,8 @@ def get_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("loss")
     g.add_argument("--alpha", type=float, default=0.5, help="Weight of the punctuated loss L_P")
     g.add_argument("--loss", choices=["auto", "pruned", "full"], default=None,
-                   help="auto: k2 pruned RNN-T when k2 imports, else torchaudio's full RNN-T; "
-                        "pruned without k2: the plain-PyTorch pruned RNN-T (zipformer_pc.model.pruned_rnnt) [per encoder]")
+                   help="auto / pruned: the pruned RNN-T, k2's when k2 imports, else the plain-PyTorch one "
+                        "(zipformer_pc.model.pruned_rnnt); full: torchaudio's full RNN-T lattice [per encoder]")
     g.add_argument("--prune-range", type=int, default=5)
     g.add_argument("--lm-scale", type=float, default=0.25)
     g.add_argument("--am-scale", type=float, default=0.0)
@@ -477,7 +477,9 @@ def compute_validation_loss(model, valid_dl, args, loss_cfg, device) -> Dict[str
                 tot[f"loss_{k}"] += float(out[f"loss_{k}"]) * n
                 tot[f"num_{k}"] += n
     if dist.is_available() and dist.is_initialized():
-        t = torch.tensor([tot["loss_n"], tot["loss_p"], tot["num_n"], tot["num_p"]], dtype=torch.float64)
+        # on the training device: NCCL reduces CUDA tensors only (float64 is fine there)
+        t = torch.tensor([tot["loss_n"], tot["loss_p"], tot["num_n"], tot["num_p"]], dtype=torch.float64,
+                         device=device)
         dist.all_reduce(t)
         tot = dict(zip(("loss_n", "loss_p", "num_n", "num_p"), t.tolist()))
     model.train(was_training)
