@@ -151,7 +151,7 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
     dargs = decode_parser().parse_args([
         "--exp-dir", str(args.exp_dir), "--bpe-model", str(bpe_model(args.data_dir)), "--test-sets", f"dev={dev}",
         "--chunk-size", str(args.chunk_size), "--left-context-frames", str(args.left_context_frames),
-        "--blank-penalty", "0"])  # the search the README's curves were measured with
+        "--blank-penalty", "0"])  # the search docs/cpu-training.md's curves were measured with
     key_of = f"chunk{args.chunk_size}-left{args.left_context_frames}-{args.dev}"
     if args.avg > 1:
         key_of += f"-avg{args.avg}"

@@ -2,7 +2,7 @@
 """Accuracy of the streaming runtime over a grid of search settings.
 
 Usage:
-  # the blank penalties of the README's table, greedy and beam search (with the LMs of the model dir)
+  # the blank penalties of docs/decoding-extras.md's table, greedy and beam search (with the LMs of the model dir)
   python benchmarks/search_grid.py --model-dir egs/synth/pretrained \
       --cuts data/synth/fbank/synth_cuts_dev.jsonl.gz \
       --decoding-methods greedy_search,modified_beam_search --blank-penalties 0,0.5,1,1.5

@@ -230,7 +230,7 @@ def test_the_minutes_cooldown_falls_linearly_over_the_last_minutes_of_the_budget
 
 
 def test_a_tiny_run_with_a_time_budget_cools_down_over_its_last_third_by_default():
-    # measured: README, "Training on a CPU" (the learning curve's 6th row)
+    # measured: docs/cpu-training.md (the learning curve's `cool20` and `def_cool` runs)
     tiny, filled = parse("--encoder", "tiny", "--max-minutes", "60")
     assert tiny.lr_cooldown_minutes == 20.0 and filled["lr_cooldown_minutes"] == 20.0
     assert parse("--encoder", "tiny", "--max-minutes", "90")[0].lr_cooldown_minutes == 30.0

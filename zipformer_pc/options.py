@@ -17,7 +17,7 @@ def str2bool(v) -> bool:
     raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
 
 
-# Chosen on dev with benchmarks/search_grid.py (README "Blank penalty"): 1.0 is best in PC-WER and
+# Chosen on dev with benchmarks/search_grid.py (docs/decoding-extras.md, "Blank penalty"): 1.0 is best in PC-WER and
 # PER for greedy search; beam search with the LMs is level in PC-WER from 0 to 1.0 and best in PER at 1.0.  The default of the runtime (command lines
 # and StreamingRecognizer) and of the recipe's decode.py; the search functions themselves take 0.
 DEFAULT_BLANK_PENALTY = 1.0

@@ -2,7 +2,8 @@
 
 The shipped transducers end nearly every question with a full stop: the
 synthetic voices barely mark the sentence type in the audio, and the
-predictor sees two tokens, not the sentence (README, "Quick start").  The
+predictor sees two tokens, not the sentence (docs/decoding-extras.md, "Why
+the transducer rarely writes question marks").  The
 words usually say it (``can you``, ``what do``, ``, is it not``), so a small
 text classifier decides, for each sentence the P output ends with ``.``,
 whether it is a question, and writes ``?`` instead.  A ``?`` the transducer

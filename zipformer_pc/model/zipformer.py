@@ -173,7 +173,7 @@ ENCODER_CONFIGS: Dict[str, EncoderConfig] = {
     # A few million parameters; trains on a CPU in minutes.  No front-end
     # ConvNeXt block: it took a third of the training step for nothing
     # measurable; a front end of 64 channels: a faster step, the same
-    # learning per step (README, "Training on a CPU").
+    # learning per step (docs/cpu-training.md).
     "tiny": EncoderConfig(
         convnext_hidden_ratio=0,
         front_end_channels=64,

@@ -5,7 +5,7 @@ Usage:
   # then open http://localhost:6006/ or run
   python -m zipformer_pc.server.client --url ws://localhost:6006/ws some.wav
 
-The protocol is in ``zipformer_pc/server/__init__.py`` (and the README).
+The protocol is in ``zipformer_pc/server/__init__.py`` (and docs/server.md).
 """
 
 import argparse
