@@ -7,12 +7,13 @@
 #   ./prepare.sh                                        # embedded synthetic corpus, all stages
 #   ./prepare.sh --size tiny --data-dir /tmp/d          # ~70 utterances, for tests
 #   ./prepare.sh --dataset librispeech --stage 0 --stop-stage 5 --parts test-clean,train-clean-100
+#   ./prepare.sh --dataset real                         # test_real: recordings of people (local/prepare_real.py)
 #
 # Options (defaults in brackets):
-#   --dataset synth|librispeech   [synth]
+#   --dataset synth|librispeech|real   [synth]; real: the test set test_real only
 #   --stage N --stop-stage M      stages to run [0 .. 100]
 #   --data-dir DIR                everything this script writes [data]
-#   --dl-dir DIR                  LibriSpeech downloads [download]
+#   --dl-dir DIR                  LibriSpeech downloads; real: DIR/real holds unpacked .deb files [download]
 #   --nj N                        parallel jobs [2]
 #   --seed N                      text selection, voices, subsets [42]
 #   --voice-seed N                synth: the voice and prosody draws of train only (stage 1), e.g. new
@@ -55,7 +56,10 @@
 #   0 download LibriSpeech and the LibriSpeech-PC manifests (skipped when present)
 #   1 lhotse manifests with LibriSpeech-PC joined     2 fbank features
 #   3 tokenizer     4 filter + subsets     5 manifest statistics
-# Both:
+# Stages, real (Debian packages with recordings of people and their transcripts; no training split):
+#   0 cuts of test_real with P where the transcript is cased and punctuated, counts per source and kind
+#     (DATA_DIR/real/test_real.md)     2 fbank features (resampled to 16 kHz)     5 manifest statistics
+# Both synth and librispeech:
 #   6 punctuation + truecasing restoration model (cascade baseline) and P' references:
 #     restore/pF/ (model, restore.onnx, results.md), fbank/DATASET_cuts_train_pauto_pF.jsonl.gz
 #
@@ -93,8 +97,8 @@ restore_subsets=p1
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (prepare.sh) $*"; }
 
 case "$dataset" in
-  synth|librispeech) ;;
-  *) echo "prepare.sh: --dataset must be synth or librispeech, not '$dataset'" >&2; exit 2 ;;
+  synth|librispeech|real) ;;
+  *) echo "prepare.sh: --dataset must be synth, librispeech or real, not '$dataset'" >&2; exit 2 ;;
 esac
 case "$size" in
   default) dev_utts=150; preset_test=300; preset_hours=2.0; preset_vocab=256 ;;
@@ -212,6 +216,26 @@ if [ "$dataset" = librispeech ]; then
       --output-dir "$dir/manifests" --parts "$parts" --nj "$nj"
     mark_done manifests "parts=$parts"
   fi
+fi
+
+if [ "$dataset" = real ]; then
+  # a test set only (never trained on): its cuts, features and counts, then done
+  if run_stage 0 manifests "sources=asterisk,alsa"; then
+    python3 local/prepare_real.py --dl-dir "$dl_dir/real" --manifest-dir "$dir/manifests" | tee "$dir/test_real.md"
+    mark_done manifests "sources=asterisk,alsa"
+  fi
+  opts="$(cat "$dir/.done.manifests" 2>/dev/null || true)"
+  if run_stage 2 fbank "$opts"; then
+    python3 local/compute_fbank.py --manifest-dir "$dir/manifests" --prefix real --split test_real \
+      --output-dir "$dir/fbank" --num-threads "$nj"
+    mark_done fbank "$opts"
+  fi
+  if in_range 5; then
+    log "Stage 5: manifest statistics"
+    python3 local/manifest_stats.py "$dir/fbank/real_cuts_test_real.jsonl.gz" | tee "$dir/stats.md"
+  fi
+  log "Done: $dir (test_real: $dir/fbank/real_cuts_test_real.jsonl.gz)"
+  exit 0
 fi
 
 # ---------------------------------------------------------------- common stages

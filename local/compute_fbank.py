@@ -10,8 +10,9 @@ Reads ``{prefix}_recordings_{split}.jsonl.gz`` and
 0.9x/1.1x speed-perturbed copies (train only), computes features with the
 recipe's one fbank config (zipformer_pc.features) into lilcom chunky storage
 ``{prefix}_feats_{split}.lca``, and writes ``{prefix}_cuts_{split}.jsonl.gz``.
-A cut whose audio cannot be read or is empty is logged with its id, counted
-and skipped.
+Audio at another sampling rate is resampled to the feature config's.  A cut
+whose audio cannot be read or is empty is logged with its id, counted and
+skipped.
 """
 
 import argparse
@@ -20,8 +21,13 @@ from pathlib import Path
 
 import torch
 
-from zipformer_pc.features import lhotse_fbank
+from zipformer_pc.features import SAMPLING_RATE, lhotse_fbank
 from zipformer_pc.options import str2bool
+
+
+def at_feature_rate(cut):
+    """The cut resampled to the one feature config's rate when it has another."""
+    return cut if cut.sampling_rate == SAMPLING_RATE else cut.resample(SAMPLING_RATE)
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -48,6 +54,8 @@ def main() -> None:
     recs = load_manifest(mdir / f"{args.prefix}_recordings_{args.split}.jsonl.gz")
     sups = load_manifest(mdir / f"{args.prefix}_supervisions_{args.split}.jsonl.gz")
     cuts = CutSet.from_manifests(recordings=recs, supervisions=sups).trim_to_supervisions(keep_overlapping=False)
+    # the one feature config's rate (e.g. 8 kHz telephone or 48 kHz recordings of test_real)
+    cuts = cuts.map(at_feature_rate)
     if args.speed_perturb:
         cuts = cuts + cuts.perturb_speed(0.9) + cuts.perturb_speed(1.1)
     cuts = cuts.to_eager()

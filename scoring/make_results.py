@@ -447,7 +447,7 @@ def main() -> None:
       + (f" ({REFERENCE}: {averaged})" if averaged else "") + f", {method.replace('_', ' ')}{penalty}, simulated streaming "
       "(chunk 32 frames, left context 128 frames: what the exported streaming model computes). WER comes from "
       "the N output, PuncER / CaseER / PC-WER / PER / WER-C / WER-PC from the P output (metrics: "
-      "`zipformer_pc.metrics`, as defined in the README). `*`: significantly different from the table's "
+      "`zipformer_pc.metrics`, as defined in docs/metrics.md). `*`: significantly different from the table's "
       f"reference system (MAPSSWE matched-pair test, p < {args.level}). The training commands are in "
       "`EXP_DIR/SYSTEM/train_cmd.txt`.")
     w("")

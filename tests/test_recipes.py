@@ -328,7 +328,9 @@ def fake_whisper_pkg(tmp_path: Path, body: str) -> dict:
     pkg = tmp_path / "fakepkgs" / "whisper"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text(body)
-    return {"PYTHONPATH": str(pkg.parent), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    # no CTranslate2 model where --backend auto looks (tools/setup_env.sh --whisper may have put one in the venv)
+    return {"PYTHONPATH": str(pkg.parent), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+            "ZPC_WHISPER_DIR": str(tmp_path / "no-ct2-models")}
 
 
 def whisper_cmd(tmp_path, cuts, *extra):
@@ -386,6 +388,46 @@ def test_whisper_score_without_weights_never_downloads(tmp_path):
     assert loaded["name"] == f"{tmp_path}/cache/whisper/base.pt" and loaded["device"] == "cpu"
     assert (tmp_path / "out" / "recogs-tiny-P-whisper-base.txt").read_text().startswith("utt-a\tHello world How")
     assert "| tiny | 25.00 | 33.33 | 50.00 | 36.36 |" in r.stdout
+
+
+FAKE_FASTER_WHISPER = """
+import json, os
+class Seg:
+    def __init__(self, text): self.text = text
+class WhisperModel:
+    def __init__(self, path, device, compute_type, cpu_threads, local_files_only):
+        json.dump({"path": path, "device": device, "compute": compute_type, "threads": cpu_threads,
+                   "local": local_files_only}, open(os.environ["FAKE_WHISPER_LOG"], "w"))
+    def transcribe(self, audio, language, task, beam_size, condition_on_previous_text, vad_filter):
+        words = {16000: [" Hello world!", " How are you?"], 8000: [" It's fine."]}[len(audio)]
+        return iter(Seg(w) for w in words), None
+"""
+
+
+def test_whisper_score_runs_faster_whisper_on_a_local_ctranslate2_model(tmp_path):
+    """--model base finds the CTranslate2 conversion that setup_env.sh --whisper joins into the
+    share folder, runs it with faster-whisper (never downloading), and scores its segments'
+    text with our normalization; the model's folder name is its tag."""
+    cuts = write_two_cuts(tmp_path)
+    pkg = tmp_path / "fakepkgs" / "faster_whisper"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(FAKE_FASTER_WHISPER)
+    share = tmp_path / "share"
+    (share / "base").mkdir(parents=True)
+    (share / "base" / "model.bin").write_bytes(b"ct2")
+    env = {"PYTHONPATH": str(pkg.parent), "ZPC_WHISPER_DIR": str(share), "FAKE_WHISPER_LOG": str(tmp_path / "l.json")}
+    r = run(whisper_cmd(tmp_path, cuts, "--model", "base", "--test-name", "tiny", "--num-threads", "2"), env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = json.loads((tmp_path / "l.json").read_text())
+    assert loaded == {"path": str(share / "base"), "device": "cpu", "compute": "int8", "threads": 2, "local": True}
+    assert (tmp_path / "out" / "recogs-tiny-P-whisper-base.txt").read_text().startswith("utt-a\tHello world How")
+    assert "| tiny | 25.00 | 33.33 | 50.00 | 36.36 |" in r.stdout
+    # a folder given as --model: tagged by its name
+    r = run(whisper_cmd(tmp_path, cuts, "--model", str(share / "base") + "/", "--test-name", "t2"), env=env)
+    assert r.returncode == 0 and (tmp_path / "out" / "results-t2-whisper-base.md").is_file(), r.stderr[-2000:]
+    # asked for, but no model there: a clear error, exit 4
+    r = run(whisper_cmd(tmp_path, cuts, "--model", "small", "--backend", "faster-whisper"), env=env)
+    assert r.returncode == 4 and "no CTranslate2 model directory for 'small'" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_whisper_score_has_get_parser():

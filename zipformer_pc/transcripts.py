@@ -23,7 +23,7 @@ import ast
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from zipformer_pc.modes import MODE_IDS
 
@@ -178,6 +178,28 @@ def read_speakers(path: str) -> Dict[str, str]:
             if parts[0] in out:
                 raise TranscriptError(f"{path}:{lineno}: duplicate utterance id {parts[0]!r}")
             out[parts[0]] = parts[1]
+    return out
+
+
+def read_groups(path: str, fields: Sequence[str]) -> Dict[str, str]:
+    """``{cut_id: group}`` of a lhotse cut manifest, the group being the values of
+    ``fields`` joined by ``/``: ``speaker``, or a key of the supervisions'
+    ``custom`` (e.g. ``source`` and ``kind`` of test_real: ``asterisk/word``).
+    A cut lacking a field is an error that names it."""
+    if not fields:
+        raise ValueError("no field to group by")
+    if not is_cut_manifest(path):
+        raise TranscriptError(f"{path}: grouping by {'/'.join(fields)} needs a cut manifest")
+    out: Dict[str, str] = {}
+    for cut in _load_cuts(path):
+        parts = []
+        for field in fields:
+            values = list(dict.fromkeys(
+                (s.speaker if field == "speaker" else (s.custom or {}).get(field)) for s in cut.supervisions))
+            if not values or any(v in (None, "") for v in values):
+                raise TranscriptError(f"{path}: cut {cut.id!r} has no {field!r}")
+            parts.append("+".join(str(v) for v in values))
+        out[cut.id] = "/".join(parts)
     return out
 
 

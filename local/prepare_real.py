@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Build the real-speech test set ``test_real`` from recordings of people that
+install from Debian's package registry, with their transcripts.
+
+Usage:
+  ./local/prepare_real.py --dl-dir download/real --manifest-dir data/real/manifests
+
+Sources (each read from the installed package when it is installed, else from
+its ``.deb``, fetched with ``apt-get download`` into ``--dl-dir`` and unpacked
+there: no root needed, nothing installed):
+
+* ``asterisk``: the English prompts of the Asterisk PBX, read by one
+  professional speaker (Allison Smith), 8 kHz telephone audio,
+  CC-BY-SA 3.0: audio in ``asterisk-core-sounds-en-wav``, transcripts in
+  ``asterisk-core-sounds-en`` (``core-sounds-en.txt.gz``).  Kinds:
+  ``sentence`` (a prompt of four words or more), ``phrase`` (one to three
+  words) and ``word`` (the isolated digits, letters and phonetic-alphabet
+  words of ``digits/``, ``letters/``, ``phonetic/``).
+* ``alsa``: the eight channel-test clips of ``alsa-utils``
+  (``/usr/share/sounds/alsa/Front_Center.wav`` ...: "front center"), one
+  male speaker, 48 kHz, GPL-2+ like the package; kind ``phrase``.
+
+References: a transcript with capitals and marks (most Asterisk prompts:
+"Please enter your password, followed by the pound key.") gives P and N (N
+derived by the one normalization, zipformer_pc.text); a lowercase transcript
+without marks (the digits, letters, ALSA's file names) gives N only.  A digit
+is read as its word ("press 1" is spoken "press one"), ``*`` as "star" and
+``#`` as "pound", as the prompts say them; a transcript with any other digits
+or symbols, a description of a tone in brackets (``[beep]``, ``<beep>``) a
+silence (``(10 seconds of silence)``) or a transcript without a recording is
+dropped, and counted by reason; the symbol a ``letters/`` prompt names in
+brackets (``at [@]``) is not said and not kept.
+
+Writes ``real_recordings_test_real.jsonl.gz`` and
+``real_supervisions_test_real.jsonl.gz`` (speaker, ``custom["source"]``,
+``custom["kind"]``, ``custom["license"]``) and prints the counts per source
+and kind: utterances, speakers, minutes.
+"""
+
+import argparse
+import gzip
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from zipformer_pc.data.references import reference_fields
+
+#: a split of its own, never trained on: the speakers of these sources must
+#: never appear in a training corpus
+SPLIT = "test_real"
+PREFIX = "real"
+
+ASTERISK_WAV_PKG = "asterisk-core-sounds-en-wav"
+ASTERISK_TXT_PKG = "asterisk-core-sounds-en"
+ASTERISK_WAV_DIR = "usr/share/asterisk/sounds/en_US_f_Allison"
+ASTERISK_TXT = "usr/share/doc/asterisk-core-sounds-en/core-sounds-en.txt.gz"
+ALSA_PKG = "alsa-utils"
+ALSA_DIR = "usr/share/sounds/alsa"
+SOURCES = ("asterisk", "alsa")
+
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+SYMBOL_WORDS = {"*": "star", "#": "pound"}
+WORD_DIRS = ("digits", "letters", "phonetic")
+# characters a kept transcript may hold besides letters, spaces and the marks
+_ALLOWED = re.compile(r"[A-Za-z .,?!;:'\-]*")
+
+
+def package_root(pkg: str, probe: str, dl_dir: Path) -> Path:
+    """The file-system root holding ``probe`` (a path without its leading /) of
+    Debian package ``pkg``: its files unpacked under ``dl_dir/pkg`` when there,
+    else / when the package is installed, else its .deb fetched with apt-get
+    download and unpacked under ``dl_dir/pkg``."""
+    root = dl_dir / pkg
+    if (root / probe).exists():
+        return root
+    if (Path("/") / probe).exists():
+        return Path("/")
+    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+        raise SystemExit(f"prepare_real.py: {pkg} is not installed and apt-get/dpkg-deb are missing: install "
+                         f"{pkg} (Debian), or copy its files under {root}")
+    dl_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dl_dir) as tmp:
+        logging.info(f"Fetching {pkg} (apt-get download) into {root}")
+        res = subprocess.run(["apt-get", "download", "-qq", pkg], cwd=tmp, capture_output=True, text=True)
+        debs = list(Path(tmp).glob(f"{pkg}_*.deb"))
+        if res.returncode != 0 or not debs:
+            raise SystemExit(f"prepare_real.py: could not download {pkg} ({res.stderr.strip()[:300]}); "
+                             f"install it (apt-get install {pkg}) and run again")
+        subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(root)], check=True)
+    if not (root / probe).exists():
+        raise SystemExit(f"prepare_real.py: {pkg}'s package holds no {probe}")
+    return root
+
+
+def spoken_form(text: str) -> Optional[str]:
+    """``text`` with single digits and ``* #`` as the prompts say them, or None
+    when it holds something else no reader's words can be recovered from."""
+    out = re.sub(r"(?<![A-Za-z0-9])([0-9])(?![A-Za-z0-9])", lambda m: DIGIT_WORDS[int(m.group(1))], text)
+    for sym, word in SYMBOL_WORDS.items():
+        out = out.replace(sym, word)
+    out = out.replace('"', " ").replace("(", " ").replace(")", " ")
+    return out if _ALLOWED.fullmatch(out) else None
+
+
+def has_punctuation_and_case(text: str) -> bool:
+    """A transcript written as P (capitals and at least one mark), not a bare word list."""
+    return bool(re.search(r"[A-Z]", text)) and bool(re.search(r"[.,?!;:]", text))
+
+
+def asterisk_entries(txt: Path) -> Iterator[Tuple[str, str]]:
+    """(prompt name, transcript) of ``core-sounds-en.txt.gz``."""
+    with gzip.open(txt, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith(";") or ":" not in line:
+                continue
+            name, text = line.split(":", 1)
+            yield name.strip(), text.strip()
+
+
+def asterisk_kind(name: str, n_words: int) -> str:
+    if name.split("/", 1)[0] in WORD_DIRS:
+        return "word"
+    return "sentence" if n_words >= 4 else "phrase"
+
+
+def collect_asterisk(dl_dir: Path, drops: Counter) -> List[Dict]:
+    txt_root = package_root(ASTERISK_TXT_PKG, ASTERISK_TXT, dl_dir)
+    wav_root = package_root(ASTERISK_WAV_PKG, ASTERISK_WAV_DIR, dl_dir)
+    utts = []
+    for name, text in asterisk_entries(txt_root / ASTERISK_TXT):
+        wav = wav_root / ASTERISK_WAV_DIR / f"{name}.wav"
+        if re.fullmatch(r"\s*[\[<(].*[\])>]\s*", text):
+            drops["asterisk: a tone or silence, not speech ([...], <...>, (...))"] += 1
+            continue
+        # "at [@]": the symbol a letters/ prompt names, not said
+        text = re.sub(r"\s*\[[^\]]*\]", "", text)
+        if not wav.is_file():
+            drops["asterisk: transcript without a recording"] += 1
+            continue
+        spoken = spoken_form(text)
+        if spoken is None:
+            drops["asterisk: numbers or symbols that cannot be spelled"] += 1
+            continue
+        punct = has_punctuation_and_case(text)
+        refs = reference_fields(spoken if punct else None, None if punct else spoken)
+        n_words = len(refs["text"].split())
+        if n_words == 0:
+            drops["asterisk: no words"] += 1
+            continue
+        utts.append(dict(id=f"asterisk-{name.replace('/', '-')}", path=wav, refs=refs, speaker="asterisk-allison",
+                         source="asterisk", kind=asterisk_kind(name, n_words), license="CC-BY-SA-3.0"))
+    return utts
+
+
+def collect_alsa(dl_dir: Path, drops: Counter) -> List[Dict]:
+    root = package_root(ALSA_PKG, f"{ALSA_DIR}/Front_Center.wav", dl_dir)
+    utts = []
+    for wav in sorted((root / ALSA_DIR).glob("*.wav")):
+        if wav.stem.lower() == "noise":
+            drops["alsa: Noise.wav (no speech)"] += 1
+            continue
+        words = wav.stem.replace("_", " ")
+        refs = reference_fields(None, words)
+        utts.append(dict(id=f"alsa-{wav.stem}", path=wav, refs=refs, speaker="alsa-utils", source="alsa",
+                         kind="phrase", license="GPL-2+"))
+    return utts
+
+
+def summary(rows: List[Tuple[str, str, str, float]]) -> str:
+    """A Markdown table of (source, kind, speaker, seconds) rows: utterances,
+    speakers and minutes per source and kind, and in all."""
+    groups: Dict[Tuple[str, str], List] = defaultdict(list)
+    for source, kind, speaker, sec in rows:
+        groups[(source, kind)].append((speaker, sec))
+        groups[("all", "all")].append((speaker, sec))
+    lines = ["| source | kind | utterances | speakers | minutes |", "|---|---|---:|---:|---:|"]
+    for (source, kind), items in sorted(groups.items(), key=lambda kv: (kv[0][0] == "all", kv[0])):
+        lines.append(f"| {source} | {kind} | {len(items)} | {len({s for s, _ in items})} | "
+                     f"{sum(t for _, t in items) / 60:.1f} |")
+    return "\n".join(lines)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dl-dir", required=True, help="Where the packages' .deb files are unpacked when not installed")
+    p.add_argument("--manifest-dir", required=True)
+    p.add_argument("--sources", default=",".join(SOURCES), help=f"Comma list of {', '.join(SOURCES)}")
+    return p
+
+
+def main() -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    args = get_parser().parse_args()
+    from lhotse import Recording, RecordingSet, SupervisionSegment, SupervisionSet
+
+    sources = [s for s in args.sources.split(",") if s]
+    unknown = sorted(set(sources) - set(SOURCES))
+    if unknown or not sources:
+        raise SystemExit(f"prepare_real.py: --sources takes {', '.join(SOURCES)}, not {args.sources!r}")
+    dl_dir = Path(args.dl_dir).resolve()
+    drops: Counter = Counter()
+    utts: List[Dict] = []
+    collect = {"asterisk": collect_asterisk, "alsa": collect_alsa}
+    for s in sources:
+        utts.extend(collect[s](dl_dir, drops))
+
+    recordings, supervisions, rows = [], [], []
+    for u in utts:
+        try:
+            rec = Recording.from_file(u["path"], recording_id=u["id"])
+        except Exception as e:
+            drops[f"{u['source']}: unreadable audio"] += 1
+            logging.warning(f"Skipping {u['id']}: unreadable audio {u['path']} ({e})")
+            continue
+        custom = dict(u["refs"]["custom"], source=u["source"], kind=u["kind"], license=u["license"])
+        recordings.append(rec)
+        supervisions.append(SupervisionSegment(
+            id=u["id"], recording_id=u["id"], start=0.0, duration=rec.duration, channel=0,
+            text=u["refs"]["text"], language="English", speaker=u["speaker"], custom=custom))
+        rows.append((u["source"], u["kind"], u["speaker"], rec.duration))
+    if not recordings:
+        raise SystemExit("prepare_real.py: no utterance could be read")
+    out = Path(args.manifest_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    RecordingSet.from_recordings(recordings).to_file(out / f"{PREFIX}_recordings_{SPLIT}.jsonl.gz")
+    SupervisionSet.from_segments(supervisions).to_file(out / f"{PREFIX}_supervisions_{SPLIT}.jsonl.gz")
+    with_p = sum(1 for s in supervisions if "text_p" in (s.custom or {}))
+    print(f"{SPLIT}: {len(supervisions)} utterances ({with_p} with a punctuated reference)")
+    print(summary(rows))
+    if drops:
+        print("Dropped: " + "; ".join(f"{k}: {v}" for k, v in sorted(drops.items())))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""test_real (local/prepare_real.py, prepare.sh --dataset real) and the on-the-fly
+acoustic augmentation of training (zipformer_pc.data.augment)."""
+
+import gzip
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_prepare_real():
+    spec = importlib.util.spec_from_file_location("prepare_real", ROOT / "local" / "prepare_real.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+pr = load_prepare_real()
+
+
+@pytest.mark.parametrize("text,spoken", [
+    ("Please press 1 to mute.", "Please press one to mute."),
+    ("press * to toggle pause, press # to enter", "press star to toggle pause, press pound to enter"),
+    ('The "quoted" (aside) word.', "The  quoted   aside  word."),
+    ("3D audio enabled", None),            # a digit inside a word: not a digit read alone
+    ("dial 500 to attempt", None),         # a number of several digits: dropped, not guessed
+    ("at $5", None),
+])
+def test_spoken_form_spells_single_digits_and_keys(text, spoken):
+    assert pr.spoken_form(text) == spoken
+
+
+def test_punctuated_only_when_cased_and_marked():
+    assert pr.has_punctuation_and_case("Agent logged in.")
+    assert not pr.has_punctuation_and_case("press one for help")
+    assert not pr.has_punctuation_and_case("Front Center")
+
+
+def _tone(path: Path, seconds: float, rate: int):
+    t = np.arange(int(seconds * rate)) / rate
+    sf.write(path, (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), rate)
+
+
+def make_fixture_packages(dl_dir: Path) -> None:
+    """Both packages' layouts as prepare_real.py finds them unpacked under --dl-dir."""
+    wav_dir = dl_dir / pr.ASTERISK_WAV_PKG / pr.ASTERISK_WAV_DIR
+    (wav_dir / "digits").mkdir(parents=True)
+    (wav_dir / "letters").mkdir()
+    txt = dl_dir / pr.ASTERISK_TXT_PKG / pr.ASTERISK_TXT
+    txt.parent.mkdir(parents=True)
+    entries = {
+        "agent-pass": "Please enter your password, followed by the pound key.",  # sentence, P
+        "call-waiting": "Call waiting.",                                          # phrase, P
+        "conf-usermenu": "Please press 1 to mute or unmute yourself.",            # digit spelled
+        "digits/7": "seven",                                                      # word, N only
+        "letters/at": "at [@]",                                                   # the symbol is not said
+        "beep": "[this is a simple beep tone]",                                   # dropped: a tone
+        "binaural": "3D audio enabled",                                           # dropped: cannot be spelled
+        "missing": "No recording for this one.",                                  # dropped: no wav
+    }
+    with gzip.open(txt, "wt") as f:
+        f.write("; Core Asterisk Sounds in English\n\n")
+        for name, text in entries.items():
+            f.write(f"{name}: {text}\n")
+            if name != "missing":
+                _tone(wav_dir / f"{name}.wav", 1.2, 8000)
+    alsa = dl_dir / pr.ALSA_PKG / pr.ALSA_DIR
+    alsa.mkdir(parents=True)
+    for name in ("Front_Center", "Rear_Left", "Noise"):
+        _tone(alsa / f"{name}.wav", 1.0, 48000)
+
+
+def test_prepare_sh_builds_test_real_with_both_references(tmp_path):
+    """prepare.sh --dataset real on the packages' files: lhotse cuts at 16 kHz, P where the
+    transcript is cased and punctuated, N by the one normalization, kinds and sources,
+    the counts per source and kind, and every drop counted by its reason."""
+    from lhotse import load_manifest
+
+    dl = tmp_path / "dl"
+    make_fixture_packages(dl / "real")  # prepare.sh's --dl-dir DIR: the packages under DIR/real
+    data = tmp_path / "data"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", "prepare.sh", "--dataset", "real", "--data-dir", str(data), "--dl-dir", str(dl)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = (data / "real" / "test_real.md").read_text()
+    assert "test_real: 7 utterances (3 with a punctuated reference)" in report
+    assert "| asterisk | sentence | 2 | 1 |" in report and "| asterisk | word | 2 | 1 |" in report
+    assert "| asterisk | phrase | 1 | 1 |" in report and "| alsa | phrase | 2 | 1 |" in report
+    assert "a tone or silence, not speech ([...], <...>, (...)): 1" in report
+    assert "numbers or symbols that cannot be spelled: 1" in report
+    assert "transcript without a recording: 1" in report and "Noise.wav (no speech): 1" in report
+    cuts = {c.id: c for c in load_manifest(data / "real" / "fbank" / "real_cuts_test_real.jsonl.gz")}
+    assert len(cuts) == 7 and all(c.has_features and c.sampling_rate == 16000 for c in cuts.values())
+    s = cuts["asterisk-agent-pass"].supervisions[0]
+    assert s.text == "please enter your password followed by the pound key"
+    assert s.custom["text_p"] == "Please enter your password, followed by the pound key."
+    assert (s.custom["source"], s.custom["kind"], s.speaker) == ("asterisk", "sentence", "asterisk-allison")
+    assert cuts["asterisk-conf-usermenu"].supervisions[0].custom["text_p"] == \
+        "Please press one to mute or unmute yourself."
+    for uid, n in [("asterisk-digits-7", "seven"), ("asterisk-letters-at", "at"), ("alsa-Front_Center", "front center")]:
+        sup = cuts[uid].supervisions[0]
+        assert sup.text == n and "text_p" not in (sup.custom or {}), uid
+    # the grouping the scores report per source and kind
+    from zipformer_pc.transcripts import read_groups
+
+    groups = read_groups(str(data / "real" / "fbank" / "real_cuts_test_real.jsonl.gz"), ["source", "kind"])
+    assert groups["asterisk-digits-7"] == "asterisk/word" and groups["alsa-Rear_Left"] == "alsa/phrase"
+
+
+# ------------------------------------------------------------- augmentation
+
+
+def test_parse_augment():
+    from zipformer_pc.data.augment import DEFAULTS, parse_augment
+
+    assert parse_augment("") is None and parse_augment("none") is None
+    assert parse_augment("default") == DEFAULTS
+    cfg = parse_augment("reverb=0.9, phone=0")
+    assert cfg.reverb == 0.9 and cfg.phone == 0.0 and cfg.noise == DEFAULTS.noise
+    for bad in ("reverb", "loud=1", "noise=2", "phone=x", "snr_low=30"):
+        with pytest.raises(ValueError):
+            parse_augment(bad)
+
+
+def _speech_cuts(tmp_path: Path, n: int = 4):
+    from lhotse import CutSet, Recording, SupervisionSegment
+
+    rng = np.random.default_rng(0)
+    cuts = []
+    for i in range(n):
+        wav = tmp_path / f"u{i}.wav"
+        seconds = 1.0 + 0.5 * i
+        t = np.arange(int(16000 * seconds)) / 16000
+        x = 0.3 * np.sin(2 * np.pi * (150 + 40 * i) * t) * (1 + np.sin(2 * np.pi * 3 * t)) \
+            + 0.01 * rng.standard_normal(t.size)
+        sf.write(wav, x.astype(np.float32), 16000)
+        rec = Recording.from_file(wav, recording_id=f"u{i}")
+        cut = rec.to_cut()
+        cut.supervisions = [SupervisionSegment(id=f"u{i}", recording_id=f"u{i}", start=0, duration=rec.duration,
+                                               text=f"word {i}", custom={"text_p": f"Word {i}."})]
+        cuts.append(cut)
+    return CutSet.from_cuts(cuts)
+
+
+def test_augmenter_draws_per_cut_and_epoch_and_keeps_the_references(tmp_path):
+    from zipformer_pc.data.augment import Augmenter, parse_augment
+
+    cuts = list(_speech_cuts(tmp_path))
+    cfg = parse_augment("reverb=1,noise=1,babble=0.5,phone=0.5,codec=0.3,clip=0.3")
+    aug = Augmenter(cfg, tmp_path / "pool", seed=3)
+    assert len(list((tmp_path / "pool" / "rirs").glob("rir-sim-*.wav"))) == 64
+    a1, what1 = aug(cuts, epoch=0)
+    a2, what2 = Augmenter(cfg, tmp_path / "pool", seed=3)(cuts, epoch=0)  # the pool is reused
+    assert what1 == what2 and all(w.startswith("reverb+noise:") for w in what1)
+    assert aug(cuts, epoch=1)[1] != what1
+    for plain, c, w in zip(cuts, a1, what1):
+        audio = c.load_audio()
+        assert audio.shape[-1] == plain.recording.num_samples and np.isfinite(audio).all(), w
+        assert c.id == plain.id and c.sampling_rate == 16000
+        # babble lends its audio, not its words
+        assert [s.text for s in c.supervisions] == [s.text for s in plain.supervisions], w
+        assert not np.allclose(audio, plain.load_audio()), w
+    np.testing.assert_array_equal(a1[0].load_audio(), a2[0].load_audio())
+
+
+def test_dataset_computes_features_of_the_augmented_audio(tmp_path):
+    from lhotse.dataset.collation import collate_features
+
+    from zipformer_pc.data.augment import Augmenter, parse_augment
+    from zipformer_pc.data.dataset import PCAsrDataset
+    from zipformer_pc.data.tokenizer import Tokenizer
+    from zipformer_pc.features import lhotse_fbank
+
+    cuts = _speech_cuts(tmp_path)
+    cuts = cuts.compute_and_store_features(lhotse_fbank(), storage_path=tmp_path / "feats")
+    tok = Tokenizer(str(ROOT / "egs" / "synth" / "pretrained" / "bpe.model"))
+    plain = PCAsrDataset(tok)[cuts]
+    # nothing drawn but the level: the features equal the stored ones shifted by the gain (log-mel)
+    quiet = Augmenter(parse_augment("reverb=0,noise=0,phone=0,codec=0,clip=0,gain_low=0,gain_high=0"),
+                      tmp_path / "pool", seed=1)
+    same = PCAsrDataset(tok, augment=quiet)[cuts]
+    assert same["texts_n"] == plain["texts_n"] and same["texts_p"] == plain["texts_p"]
+    assert torch_equal_lens(same, plain)
+    f0, _ = collate_features(cuts.sort_by_duration(ascending=False))
+    assert abs(float((same["features"] - f0).abs().mean())) < 0.05
+    loud = PCAsrDataset(tok, augment=Augmenter(parse_augment("default"), tmp_path / "pool", seed=1))[cuts]
+    assert torch_equal_lens(loud, plain) and float((loud["features"] - f0).abs().mean()) > 0.1
+
+
+def torch_equal_lens(a, b) -> bool:
+    return a["feature_lens"].tolist() == b["feature_lens"].tolist() and a["features"].shape == b["features"].shape
