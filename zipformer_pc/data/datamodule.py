@@ -54,7 +54,7 @@ class PCAsrDataModule:
         self.rank = rank
 
     def train_dataloader(self, cuts_path: str, num_buckets: int = 10, use_spec_augment: bool = False,
-                         freq_warp: float = 0.0,
+                         freq_warp: float = 0.0, augment=None,
                          punct_proportion: Optional[float] = None, use_auto_punct: bool = False,
                          num_workers: int = 0, sort_by_duration: bool = False,
                          sort_fraction: float = 1.0) -> torch.utils.data.DataLoader:
@@ -66,7 +66,7 @@ class PCAsrDataModule:
         from lhotse.dataset import DynamicBucketingSampler, DynamicCutSampler
 
         dataset = PCAsrDataset(self.tokenizer, spec_augment=spec_augment() if use_spec_augment else None,
-                               freq_warp=freq_warp, punct_proportion=punct_proportion,
+                               freq_warp=freq_warp, augment=augment, punct_proportion=punct_proportion,
                                use_auto_punct=use_auto_punct, seed=self.seed)
         opts = dict(max_duration=self.max_duration, shuffle=True, drop_last=False, seed=self.seed,
                     world_size=self.world_size, rank=self.rank)

@@ -69,6 +69,9 @@ class PCAsrDataset(torch.utils.data.Dataset):
       use_auto_punct: read the automatically punctuated P' reference
         (``custom["text_p_auto"]``) instead of P.
       seed: makes the random per-batch split reproducible.
+      augment: an :class:`~zipformer_pc.data.augment.Augmenter`: each cut's audio is
+        augmented (room, noise, channel, level) and its features computed from it, with
+        the one feature config, instead of read; None: the stored features.
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class PCAsrDataset(torch.utils.data.Dataset):
         punct_proportion: Optional[float] = None,
         use_auto_punct: bool = False,
         seed: int = 42,
+        augment=None,
     ) -> None:
         super().__init__()
         if punct_proportion is not None and not 0.0 <= punct_proportion <= 1.0:
@@ -93,15 +97,51 @@ class PCAsrDataset(torch.utils.data.Dataset):
         self.use_auto_punct = use_auto_punct
         self.seed = seed
         self.epoch = 0
+        self.augment = augment
+        self._extractor = None
+        #: augmented cuts whose audio could not be made, read plain instead
+        self.augment_failures = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    def _augmented_features(self, cuts):
+        """Features of the augmented audio of ``cuts``, padded as collate_features pads
+        (a cut whose augmented audio fails is read plain, counted and logged)."""
+        import logging
+
+        from zipformer_pc.features import SAMPLING_RATE, lhotse_fbank
+
+        if self._extractor is None:
+            self._extractor = lhotse_fbank()
+        augmented, _ = self.augment(list(cuts), self.epoch)
+        feats = []
+        for plain, cut in zip(cuts, augmented):
+            try:
+                audio = cut.load_audio()
+            except Exception as e:
+                self.augment_failures += 1
+                logging.warning(f"Augmenting {plain.id} failed ({type(e).__name__}: {str(e)[:120]}): read plain "
+                                f"({self.augment_failures} so far)")
+                audio = plain.drop_features().resample(SAMPLING_RATE).load_audio()
+            feats.append(torch.from_numpy(self._extractor.extract(audio[0], SAMPLING_RATE)))
+        lens = torch.tensor([f.shape[0] for f in feats], dtype=torch.int32)
+        from lhotse.utils import LOG_EPSILON
+
+        # padded frames as lhotse pads log-mel features (the model masks them)
+        out = torch.full((len(feats), int(lens.max()), feats[0].shape[1]), float(LOG_EPSILON))
+        for i, f in enumerate(feats):
+            out[i, : f.shape[0]] = f
+        return out, lens
 
     def __getitem__(self, cuts) -> Dict[str, object]:
         from lhotse.dataset.collation import collate_features
 
         cuts = cuts.sort_by_duration(ascending=False)
-        features, feature_lens = collate_features(cuts)
+        if self.augment is not None:
+            features, feature_lens = self._augmented_features(cuts)
+        else:
+            features, feature_lens = collate_features(cuts)
         if self.freq_warp > 0:
             for i, cut in enumerate(cuts):
                 alpha = _stable_rng(self.seed, f"warp:{self.epoch}:{cut.id}").uniform(1 - self.freq_warp,

@@ -56,6 +56,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from zipformer_pc.data.augment import Augmenter, parse_augment
 from zipformer_pc.data.datamodule import PCAsrDataModule
 from zipformer_pc.data.dataset import MAX_FREQ_WARP
 from zipformer_pc.data.references import any_auto_punct
@@ -102,6 +103,15 @@ def get_parser() -> argparse.ArgumentParser:
                         "the audio (0 < F <= 1); the longer ones wait for the shuffled epochs [1]")
     g.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (0: exact mid-epoch resume)")
     g.add_argument("--spec-augment", type=str2bool, default=None, help="lhotse SpecAugment [per encoder]")
+    g.add_argument("--augment", default="",
+                   help="On-the-fly acoustic augmentation of the training audio (zipformer_pc.data.augment): room "
+                        "responses, noise and babble, telephone band, codecs, level and clipping, drawn per cut and "
+                        "epoch; features are computed from the augmented audio. 'default', or name=value,... e.g. "
+                        "'reverb=0.4,noise=0.4,phone=0.25,codec=0.1'; '' or none: off [off]")
+    g.add_argument("--augment-dir", default="",
+                   help="Where the augmentation's simulated room responses and generated noises are kept (made on "
+                        "first use; recorded room responses added as wav files to DIR/rirs join the pool) "
+                        "[EXP_DIR/augment]")
     g.add_argument("--freq-warp", type=float, default=0.0,
                    help="Vocal tract length perturbation: each training utterance's mel bins are warped by a "
                         f"factor drawn from [1 - W, 1 + W] (0 <= W < {MAX_FREQ_WARP:g}; 0.1 is usual); 0: none")
@@ -237,7 +247,7 @@ def last_third_of_budget(args) -> float:
 # on the command line wins.  "paper" keeps icefall's LibriSpeech settings (GPU
 # batches of minutes of audio, tens of thousands of steps); "tiny" has the
 # settings measured to learn fastest on a 2-core CPU
-# (benchmarks/learning_curve.py; README, "Training on a CPU").
+# (benchmarks/learning_curve.py; docs/cpu-training.md).
 TRAINING_DEFAULTS: Dict[str, Dict[str, Any]] = {
     "paper": dict(max_duration=200.0, spec_augment=True, embed_init_std=1.0, loss="auto", warm_step=2000,
                   dropout=0.1, ctc_loss_scale=0.0, base_lr=0.045, lr_batches=7500.0, lr_epochs=3.5, warmup_batches=500.0,
@@ -800,11 +810,16 @@ def run(rank: int, world_size: int, args) -> None:
     from lhotse import load_manifest_lazy
 
     data = PCAsrDataModule(tokenizer, args.max_duration, seed=args.seed, world_size=world_size, rank=rank)
+    augment_cfg = parse_augment(args.augment)
+    augmenter = None
+    if augment_cfg is not None:
+        augmenter = Augmenter(augment_cfg, Path(args.augment_dir or exp_dir / "augment"), seed=args.seed)
 
     def train_loader(epoch: int):
         """The shuffled loader, or SortaGrad's shortest-first one for the first --sortagrad-epochs."""
         return data.train_dataloader(args.train_cuts, num_buckets=args.num_buckets,
                                      use_spec_augment=args.spec_augment, freq_warp=args.freq_warp,
+                                     augment=augmenter,
                                      punct_proportion=args.punct_proportion,
                                      use_auto_punct=args.use_auto_punct, num_workers=args.num_workers,
                                      sort_by_duration=epoch <= args.sortagrad_epochs,
@@ -927,6 +942,13 @@ def main() -> None:
         raise SystemExit(f"--num-buckets must be >= 1, got {args.num_buckets}")
     if not 0.0 <= args.freq_warp < MAX_FREQ_WARP:
         raise SystemExit(f"--freq-warp must be in [0, {MAX_FREQ_WARP:g}), got {args.freq_warp}")
+    try:
+        augment = parse_augment(args.augment)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    if augment is not None and args.encoder_cache:
+        raise SystemExit("--augment changes the audio every epoch: the encoder outputs of --encoder-cache do not "
+                         "hold for it")
     if args.freq_warp and args.encoder_cache:
         raise SystemExit("--freq-warp changes the features, --encoder-cache reads the encoder outputs of the "
                          "unchanged ones: give one of them")
