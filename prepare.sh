@@ -8,9 +8,13 @@
 #   ./prepare.sh --size tiny --data-dir /tmp/d          # ~70 utterances, for tests
 #   ./prepare.sh --dataset librispeech --stage 0 --stop-stage 5 --parts test-clean,train-clean-100
 #   ./prepare.sh --dataset real                         # test_real: recordings of people (local/prepare_real.py)
+#   ./prepare.sh --dataset custom --custom-dir DIR --bpe-model egs/synth/pretrained/bpe.model
+#                                                       # your recordings (local/prepare_custom.py, docs/custom-data.md)
 #
 # Options (defaults in brackets):
-#   --dataset synth|librispeech|real   [synth]; real: the test set test_real only
+#   --dataset synth|librispeech|real|custom   [synth]; real: the test set test_real only
+#   --custom-dir DIR              custom: the folder of recordings with its transcript file (Kaldi text +
+#                                 wav.scp, NeMo JSON lines or CSV/TSV; local/prepare_custom.py), or that file
 #   --stage N --stop-stage M      stages to run [0 .. 100]
 #   --data-dir DIR                everything this script writes [data]
 #   --dl-dir DIR                  LibriSpeech downloads; real: DIR/real holds unpacked .deb files [download]
@@ -59,6 +63,9 @@
 # Stages, real (Debian packages with recordings of people and their transcripts; no training split):
 #   0 cuts of test_real with P where the transcript is cased and punctuated, counts per source and kind
 #     (DATA_DIR/real/test_real.md)     2 fbank features (resampled to 16 kHz)     5 manifest statistics
+# Stages, custom (your recordings):
+#   0 manifests of train/dev/test, split by speaker when there are 3 or more (DATA_DIR/custom/custom.md)
+#   2 fbank features     3 tokenizer     4 filter + subsets     5 manifest statistics
 # Both synth and librispeech:
 #   6 punctuation + truecasing restoration model (cascade baseline) and P' references:
 #     restore/pF/ (model, restore.onnx, results.md), fbank/DATASET_cuts_train_pauto_pF.jsonl.gz
@@ -90,6 +97,7 @@ speed_perturb=false
 proportions=1.0,0.5,0.35,0.2,0.05
 parts=dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500
 restore_subsets=p1
+custom_dir=""
 
 . tools/parse_options.sh
 . ./path.sh
@@ -97,8 +105,8 @@ restore_subsets=p1
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (prepare.sh) $*"; }
 
 case "$dataset" in
-  synth|librispeech|real) ;;
-  *) echo "prepare.sh: --dataset must be synth, librispeech or real, not '$dataset'" >&2; exit 2 ;;
+  synth|librispeech|real|custom) ;;
+  *) echo "prepare.sh: --dataset must be synth, librispeech, real or custom, not '$dataset'" >&2; exit 2 ;;
 esac
 case "$size" in
   default) dev_utts=150; preset_test=300; preset_hours=2.0; preset_vocab=256 ;;
@@ -220,9 +228,9 @@ fi
 
 if [ "$dataset" = real ]; then
   # a test set only (never trained on): its cuts, features and counts, then done
-  if run_stage 0 manifests "sources=asterisk,alsa"; then
+  if run_stage 0 manifests "sources=asterisk,alsa,drascula"; then
     python3 local/prepare_real.py --dl-dir "$dl_dir/real" --manifest-dir "$dir/manifests" | tee "$dir/test_real.md"
-    mark_done manifests "sources=asterisk,alsa"
+    mark_done manifests "sources=asterisk,alsa,drascula"
   fi
   opts="$(cat "$dir/.done.manifests" 2>/dev/null || true)"
   if run_stage 2 fbank "$opts"; then
@@ -236,6 +244,24 @@ if [ "$dataset" = real ]; then
   fi
   log "Done: $dir (test_real: $dir/fbank/real_cuts_test_real.jsonl.gz)"
   exit 0
+fi
+
+if [ "$dataset" = custom ]; then
+  # your recordings: train/dev/test manifests here, then the common stages 2-5 (no restoration model)
+  splits="train dev test"
+  if in_range 0; then
+    [ -n "$custom_dir" ] || { echo "prepare.sh: --dataset custom needs --custom-dir DIR" >&2; exit 2; }
+    [ -e "$custom_dir" ] || { echo "prepare.sh: --custom-dir $custom_dir does not exist" >&2; exit 2; }
+    custom_dir=$(realpath "$custom_dir")
+    # the marker holds a hash of the transcript files: edit them and the data is prepared again
+    opts="custom_dir=$custom_dir transcripts=$(python3 local/prepare_custom.py --custom-dir "$custom_dir" --fingerprint true) seed=$seed"
+  fi
+  if in_range 0 && run_stage 0 manifests "$opts"; then
+    python3 local/prepare_custom.py --custom-dir "$custom_dir" --manifest-dir "$dir/manifests" --seed "$seed" \
+      | tee "$dir/custom.md"
+    mark_done manifests "$opts"
+  fi
+  [ "$stop_stage" -le 5 ] || stop_stage=5
 fi
 
 # ---------------------------------------------------------------- common stages

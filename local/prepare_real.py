@@ -19,10 +19,18 @@ there: no root needed, nothing installed):
 * ``alsa``: the eight channel-test clips of ``alsa-utils``
   (``/usr/share/sounds/alsa/Front_Center.wav`` ...: "front center"), one
   male speaker, 48 kHz, GPL-2+ like the package; kind ``phrase``.
+* ``drascula``: the English voice acting of the adventure game Drascula
+  (Debian ``drascula``, the Drascula license: free redistribution), ten
+  characters' voices (speaker = the character), 11 kHz 8-bit; each voice
+  file ``D12.ALS`` is matched to its subtitle line in ScummVM's
+  ``drascula.dat`` (line 12 of Drascula's table, as ScummVM's talk code
+  does); the subtitles are in capitals, so N only; kinds ``sentence`` and
+  ``phrase``.
 
 References: a transcript with capitals and marks (most Asterisk prompts:
 "Please enter your password, followed by the pound key.") gives P and N (N
-derived by the one normalization, zipformer_pc.text); a lowercase transcript
+derived by the one normalization, zipformer_pc.text; the marks the synthetic
+corpus keeps, ``. , ?``, with ``!`` written ``.``); a lowercase transcript
 without marks (the digits, letters, ALSA's file names) gives N only.  A digit
 is read as its word ("press 1" is spoken "press one"), ``*`` as "star" and
 ``#`` as "pound", as the prompts say them; a transcript with any other digits
@@ -31,7 +39,8 @@ silence (``(10 seconds of silence)``) or a transcript without a recording is
 dropped, and counted by reason; the symbol a ``letters/`` prompt names in
 brackets (``at [@]``) is not said and not kept.
 
-Writes ``real_recordings_test_real.jsonl.gz`` and
+The voice files of ``drascula`` are converted to 16-bit wav under
+``--dl-dir``.  Writes ``real_recordings_test_real.jsonl.gz`` and
 ``real_supervisions_test_real.jsonl.gz`` (speaker, ``custom["source"]``,
 ``custom["kind"]``, ``custom["license"]``) and prints the counts per source
 and kind: utterances, speakers, minutes.
@@ -49,7 +58,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from zipformer_pc.data.references import reference_fields
+from zipformer_pc.data.references import SYNTH_PUNCT, is_punctuated_source, reference_fields
 
 #: a split of its own, never trained on: the speakers of these sources must
 #: never appear in a training corpus
@@ -62,7 +71,18 @@ ASTERISK_WAV_DIR = "usr/share/asterisk/sounds/en_US_f_Allison"
 ASTERISK_TXT = "usr/share/doc/asterisk-core-sounds-en/core-sounds-en.txt.gz"
 ALSA_PKG = "alsa-utils"
 ALSA_DIR = "usr/share/sounds/alsa"
-SOURCES = ("asterisk", "alsa")
+DRASCULA_PKG = "drascula"
+DRASCULA_DIR = "usr/share/scummvm/drascula/en"
+DRASCULA_RATE = 11025  # its .ALS voice files: raw unsigned 8-bit mono
+# the text tables of drascula.dat in file order, and the voice-file prefix of the ones that are spoken
+# (ScummVM's engines/drascula/talk.cpp: "D12.ALS" says line 12 of the second table)
+DRASCULA_TABLES = ("text", "textd", "textb", "textbj", "texte", "texti", "textl", "textp", "textt", "textvb",
+                   "textsys", "texthis", "textverbs", "textmisc", "textd1")
+DRASCULA_PREFIXES = {"": "text", "D": "textd", "B": "textb", "BJ": "textbj", "E": "texte", "I": "texti",
+                     "L": "textl", "P": "textp", "T": "textt", "VB": "textvb"}
+# the first English line: where the text tables start in drascula.dat (14 bytes before it)
+DRASCULA_FIRST_LINE = b"THAT'S THE SECOND BIGGEST DOOR"
+SOURCES = ("asterisk", "alsa", "drascula")
 
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 SYMBOL_WORDS = {"*": "star", "#": "pound"}
@@ -108,11 +128,6 @@ def spoken_form(text: str) -> Optional[str]:
     return out if _ALLOWED.fullmatch(out) else None
 
 
-def has_punctuation_and_case(text: str) -> bool:
-    """A transcript written as P (capitals and at least one mark), not a bare word list."""
-    return bool(re.search(r"[A-Z]", text)) and bool(re.search(r"[.,?!;:]", text))
-
-
 def asterisk_entries(txt: Path) -> Iterator[Tuple[str, str]]:
     """(prompt name, transcript) of ``core-sounds-en.txt.gz``."""
     with gzip.open(txt, "rt", encoding="utf-8", errors="replace") as f:
@@ -148,8 +163,8 @@ def collect_asterisk(dl_dir: Path, drops: Counter) -> List[Dict]:
         if spoken is None:
             drops["asterisk: numbers or symbols that cannot be spelled"] += 1
             continue
-        punct = has_punctuation_and_case(text)
-        refs = reference_fields(spoken if punct else None, None if punct else spoken)
+        punct = is_punctuated_source(text)
+        refs = reference_fields(spoken if punct else None, None if punct else spoken, config=SYNTH_PUNCT)
         n_words = len(refs["text"].split())
         if n_words == 0:
             drops["asterisk: no words"] += 1
@@ -167,9 +182,88 @@ def collect_alsa(dl_dir: Path, drops: Counter) -> List[Dict]:
             drops["alsa: Noise.wav (no speech)"] += 1
             continue
         words = wav.stem.replace("_", " ")
-        refs = reference_fields(None, words)
+        refs = reference_fields(None, words, config=SYNTH_PUNCT)
         utts.append(dict(id=f"alsa-{wav.stem}", path=wav, refs=refs, speaker="alsa-utils", source="alsa",
                          kind="phrase", license="GPL-2+"))
+    return utts
+
+
+def drascula_texts(dat: Path) -> Dict[str, List[str]]:
+    """The English lines of each text table of ScummVM's ``drascula.dat``: after a u16
+    count of languages, per table a u16 count of lines and per language a u16 byte
+    length and the block, each line a big-endian u32 length (itself included) and a
+    zero-padded Latin-1 string; English is the first language."""
+    import struct
+
+    data = dat.read_bytes()
+    start = data.find(DRASCULA_FIRST_LINE) - 14
+    if not data.startswith(b"DRASCULA") or start < 8:
+        raise SystemExit(f"prepare_real.py: {dat} is not the drascula.dat this reader knows (Debian drascula 1.0)")
+    (langs,), pos = struct.unpack_from(">H", data, start), start + 2
+    tables: Dict[str, List[str]] = {}
+    try:
+        for name in DRASCULA_TABLES:
+            (count,), pos = struct.unpack_from(">H", data, pos), pos + 2
+            for lang in range(langs):
+                (size,), pos = struct.unpack_from(">H", data, pos), pos + 2
+                block, pos = data[pos:pos + size], pos + size
+                if lang:
+                    continue
+                lines, q = [], 0
+                while len(lines) < count:
+                    (n,) = struct.unpack_from(">I", block, q)
+                    if n < 4:
+                        raise ValueError(f"a line of {n} bytes")
+                    lines.append(block[q + 4:q + n].split(b"\0", 1)[0].decode("latin-1"))
+                    q += n
+                tables[name] = lines
+    except (struct.error, ValueError) as e:
+        raise SystemExit(f"prepare_real.py: cannot read the text tables of {dat} ({e})") from None
+    if pos != len(data):
+        raise SystemExit(f"prepare_real.py: {dat}'s text tables end at byte {pos} of {len(data)}: not the known layout")
+    return tables
+
+
+def collect_drascula(dl_dir: Path, drops: Counter) -> List[Dict]:
+    """The English voice files of the adventure game Drascula with their subtitle lines:
+    its characters' voice actors, 11 kHz. The subtitles are written in capitals: N only."""
+    import numpy as np
+    import soundfile as sf
+
+    root = package_root(DRASCULA_PKG, f"{DRASCULA_DIR}/drascula.dat", dl_dir)
+    texts = drascula_texts(root / DRASCULA_DIR / "drascula.dat")
+    wav_dir = dl_dir / "drascula-wav"
+    wav_dir.mkdir(parents=True, exist_ok=True)
+    utts = []
+    for als in sorted((root / DRASCULA_DIR).glob("*.ALS")):
+        m = re.fullmatch(r"([A-Z]*)(\d+)", als.stem)
+        if not m or m.group(1) not in DRASCULA_PREFIXES:
+            drops["drascula: a voice file of no known speaker table"] += 1
+            continue
+        lines = texts[DRASCULA_PREFIXES[m.group(1)]]
+        i = int(m.group(2))
+        text = lines[i].strip() if i < len(lines) else ""
+        if not text:
+            drops["drascula: a voice file without a subtitle"] += 1
+            continue
+        spoken = spoken_form(text)
+        if spoken is None:
+            drops["drascula: numbers or symbols that cannot be spelled"] += 1
+            continue
+        refs = reference_fields(None, spoken, config=SYNTH_PUNCT)
+        n_words = len(refs["text"].split())
+        if n_words == 0:
+            drops["drascula: no words"] += 1
+            continue
+        wav = wav_dir / f"{als.stem}.wav"
+        if not wav.is_file():
+            raw = np.frombuffer(als.read_bytes(), dtype=np.uint8).astype(np.float32)
+            tmp = wav.with_suffix(".tmp.wav")
+            sf.write(tmp, (raw - 128.0) / 128.0, DRASCULA_RATE, subtype="PCM_16", format="WAV")
+            tmp.replace(wav)
+        utts.append(dict(id=f"drascula-{als.stem}", path=wav, refs=refs,
+                         speaker=f"drascula-{m.group(1).lower() or 'john'}", source="drascula",
+                         kind="sentence" if n_words >= 4 else "phrase", license="Drascula-License"))
     return utts
 
 
@@ -207,7 +301,7 @@ def main() -> None:
     dl_dir = Path(args.dl_dir).resolve()
     drops: Counter = Counter()
     utts: List[Dict] = []
-    collect = {"asterisk": collect_asterisk, "alsa": collect_alsa}
+    collect = {"asterisk": collect_asterisk, "alsa": collect_alsa, "drascula": collect_drascula}
     for s in sources:
         utts.extend(collect[s](dl_dir, drops))
 

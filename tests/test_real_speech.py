@@ -38,9 +38,12 @@ def test_spoken_form_spells_single_digits_and_keys(text, spoken):
 
 
 def test_punctuated_only_when_cased_and_marked():
-    assert pr.has_punctuation_and_case("Agent logged in.")
-    assert not pr.has_punctuation_and_case("press one for help")
-    assert not pr.has_punctuation_and_case("Front Center")
+    from zipformer_pc.data.references import is_punctuated_source
+
+    assert is_punctuated_source("Agent logged in.")
+    assert not is_punctuated_source("press one for help")
+    assert not is_punctuated_source("Front Center")
+    assert not is_punctuated_source("HEY IGOR, HOW IS EVERYTHING GOING?")  # subtitles in capitals
 
 
 def _tone(path: Path, seconds: float, rate: int):
@@ -75,6 +78,65 @@ def make_fixture_packages(dl_dir: Path) -> None:
     alsa.mkdir(parents=True)
     for name in ("Front_Center", "Rear_Left", "Noise"):
         _tone(alsa / f"{name}.wav", 1.0, 48000)
+    dras = dl_dir / pr.DRASCULA_PKG / pr.DRASCULA_DIR
+    dras.mkdir(parents=True)
+    write_drascula_dat(dras / "drascula.dat", {"text": ["", pr.DRASCULA_FIRST_LINE.decode() + " I'VE SEEN"]})
+    (dras / "1.ALS").write_bytes(np.full(11025, 128, dtype=np.uint8).tobytes())
+
+
+def write_drascula_dat(path: Path, english: dict) -> None:
+    """A drascula.dat of the layout ScummVM's tool writes: a header, then per text table
+    the count of lines and, per language (two here), a block of u32-length-prefixed lines."""
+    import struct
+
+    out = bytearray(b"DRASCULA" + b"\x06\x00" + bytes(20))  # what precedes the text tables
+    out += struct.pack(">H", 2)
+    for name in pr.DRASCULA_TABLES:
+        lines = english.get(name, [""])
+        out += struct.pack(">H", len(lines))
+        for lang in range(2):
+            block = bytearray()
+            for line in lines:
+                raw = b""  # an empty line is its length alone, as the real file writes line 0
+                if line:
+                    raw = (line if lang == 0 else line.lower()).encode("latin-1") + b"\0"
+                    raw += bytes(-len(raw) % 4)
+                block += struct.pack(">I", len(raw) + 4) + raw
+            out += struct.pack(">H", len(block)) + block
+    path.write_bytes(bytes(out))
+
+
+def test_drascula_voice_files_are_matched_to_their_subtitle_lines(tmp_path):
+    root = tmp_path / pr.DRASCULA_PKG / pr.DRASCULA_DIR
+    root.mkdir(parents=True)
+    first = pr.DRASCULA_FIRST_LINE.decode() + " I'VE SEEN IN MY LIFE"
+    write_drascula_dat(root / "drascula.dat", {
+        "text": ["", first, "NOT REALLY", "ROOM 512, PLEASE"],
+        "textd": ["", "HEY IGOR, HOW IS EVERYTHING GOING?"],
+    })
+    texts = pr.drascula_texts(root / "drascula.dat")
+    assert texts["text"][1] == first and texts["textd"][1] == "HEY IGOR, HOW IS EVERYTHING GOING?"
+    rng = np.random.default_rng(0)
+    for name in ("1", "2", "3", "D1", "D7", "S3"):  # D7: no such line; S: no speaker table
+        (root / f"{name}.ALS").write_bytes(rng.integers(0, 256, 11025, dtype=np.uint8).tobytes())
+    from collections import Counter
+
+    drops = Counter()
+    utts = {u["id"]: u for u in pr.collect_drascula(tmp_path, drops)}
+    assert sorted(utts) == ["drascula-1", "drascula-2", "drascula-D1"]
+    assert utts["drascula-D1"]["refs"]["text"] == "hey igor how is everything going"
+    assert "text_p" not in utts["drascula-D1"]["refs"]["custom"]  # capitals only: N
+    assert (utts["drascula-D1"]["speaker"], utts["drascula-1"]["speaker"]) == ("drascula-d", "drascula-john")
+    assert utts["drascula-2"]["kind"] == "phrase" and utts["drascula-1"]["kind"] == "sentence"
+    info = sf.info(str(utts["drascula-1"]["path"]))
+    assert info.samplerate == pr.DRASCULA_RATE and info.frames == 11025
+    assert drops == Counter({"drascula: a voice file without a subtitle": 1,
+                             "drascula: a voice file of no known speaker table": 1,
+                             "drascula: numbers or symbols that cannot be spelled": 1})
+    # a file of another layout: a clear error, not a stack trace
+    (root / "drascula.dat").write_bytes(b"DRASCULA" + bytes(100))
+    with pytest.raises(SystemExit, match="not the drascula.dat"):
+        pr.drascula_texts(root / "drascula.dat")
 
 
 def test_prepare_sh_builds_test_real_with_both_references(tmp_path):
@@ -91,14 +153,15 @@ def test_prepare_sh_builds_test_real_with_both_references(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     report = (data / "real" / "test_real.md").read_text()
-    assert "test_real: 7 utterances (3 with a punctuated reference)" in report
+    assert "test_real: 8 utterances (3 with a punctuated reference)" in report
+    assert "| drascula | sentence | 1 | 1 |" in report
     assert "| asterisk | sentence | 2 | 1 |" in report and "| asterisk | word | 2 | 1 |" in report
     assert "| asterisk | phrase | 1 | 1 |" in report and "| alsa | phrase | 2 | 1 |" in report
     assert "a tone or silence, not speech ([...], <...>, (...)): 1" in report
     assert "numbers or symbols that cannot be spelled: 1" in report
     assert "transcript without a recording: 1" in report and "Noise.wav (no speech): 1" in report
     cuts = {c.id: c for c in load_manifest(data / "real" / "fbank" / "real_cuts_test_real.jsonl.gz")}
-    assert len(cuts) == 7 and all(c.has_features and c.sampling_rate == 16000 for c in cuts.values())
+    assert len(cuts) == 8 and all(c.has_features and c.sampling_rate == 16000 for c in cuts.values())
     s = cuts["asterisk-agent-pass"].supervisions[0]
     assert s.text == "please enter your password followed by the pound key"
     assert s.custom["text_p"] == "Please enter your password, followed by the pound key."

@@ -29,7 +29,7 @@ def test_option_without_value_is_rejected():
 def test_prepare_rejects_unknown_dataset():
     r = run("bash", "prepare.sh", "--dataset", "timit")
     assert r.returncode == 2
-    assert "--dataset must be synth or librispeech" in r.stderr
+    assert "--dataset must be synth, librispeech, real or custom" in r.stderr
 
 
 def test_help_prints_usage():

@@ -5,7 +5,7 @@ buckets (``DynamicBucketingSampler``; ``num_buckets=1``: ``DynamicCutSampler``),
 or reads them shortest first (``sort_by_duration``: SortaGrad's first epochs),
 and may warp the frequency axis, apply SpecAugment and the paper's random
 per-batch P split;
-validation and decoding read the cuts in order, in two duration buckets.
+validation and decoding read the cuts in order, in two duration buckets (a single cut: none).
 Every loader yields the batches of :class:`~zipformer_pc.data.dataset.PCAsrDataset`;
 ``loader.sampler`` and ``loader.dataset`` are the sampler and the dataset
 (for ``set_epoch`` and the sampler state of mid-epoch resumption).
@@ -98,9 +98,16 @@ class PCAsrDataModule:
         return self._in_order(cuts_path, PCAsrDataset(self.tokenizer), 1, 0)
 
     def _in_order(self, cuts_path: str, dataset: PCAsrDataset, world_size: int, rank: int):
-        from lhotse import load_manifest_lazy
-        from lhotse.dataset import DynamicBucketingSampler
+        from itertools import islice
 
-        sampler = DynamicBucketingSampler(load_manifest_lazy(cuts_path), max_duration=self.max_duration,
-                                          shuffle=False, num_buckets=2, world_size=world_size, rank=rank)
+        from lhotse import load_manifest_lazy
+        from lhotse.dataset import DynamicBucketingSampler, DynamicCutSampler
+
+        cuts = load_manifest_lazy(cuts_path)
+        if sum(1 for _ in islice(cuts, 2)) < 2:  # one cut: no buckets to estimate
+            sampler = DynamicCutSampler(cuts, max_duration=self.max_duration, shuffle=False, world_size=world_size,
+                                        rank=rank)
+        else:
+            sampler = DynamicBucketingSampler(cuts, max_duration=self.max_duration, shuffle=False, num_buckets=2,
+                                              world_size=world_size, rank=rank)
         return torch.utils.data.DataLoader(dataset, sampler=sampler, batch_size=None, num_workers=0)

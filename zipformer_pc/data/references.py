@@ -38,6 +38,14 @@ AUTO_PUNCT_KEY = "text_p_auto"
 SYNTH_PUNCT = PunctConfig(keep=(".", ",", "?"), mapping={"!": "."})
 
 
+def is_punctuated_source(text: str) -> bool:
+    """Whether a raw transcript is written as P (capitals and at least one mark) and
+    can give a P reference, or is a bare word list (lowercase, no marks, or all
+    capitals like a subtitle track) that gives N only."""
+    return (bool(re.search(r"[A-Z]", text)) and bool(re.search(r"[a-z]", text))
+            and bool(re.search(r"[.,?!;:]", text)))
+
+
 def reference_fields(
     raw_punctuated: Optional[str],
     raw_normalized: Optional[str] = None,
