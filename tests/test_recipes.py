@@ -201,7 +201,7 @@ def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
     trained = sorted(re.search(r"--exp-dir (\S+)", c).group(1).rsplit("/", 1)[1] for c in train)
     assert len(set(trained)) == 17
     for c in train:
-        for opt in ("--encoder paper", "--world-size 4", "--use-fp16 true", "--num-epochs 40",
+        for opt in ("--encoder paper", "--world-size 4", "--dtype fp16", "--num-epochs 40",
                     "--max-duration 1000", "--bpe-model data/librispeech/lang_bpe_500/bpe.model",
                     "--valid-cuts data/librispeech/fbank/librispeech_cuts_dev-clean.jsonl.gz"):
             assert opt in c, (opt, c)
@@ -251,6 +251,19 @@ def test_librispeech_dry_run_fails_on_a_bad_argument(tmp_path, args, message):
     assert r.returncode == 1
     assert message in r.stdout
     assert "dry run FAILED" in r.stderr
+
+
+@pytest.mark.parametrize("args, dtype", [(["--dtype", "bf16"], "bf16"), (["--use-fp16", "false"], "fp32"),
+                                         (["--use-fp16", "true", "--dtype", "fp16"], "fp16")])
+def test_librispeech_dry_run_passes_the_training_precision(tmp_path, args, dtype):
+    r, cmds = dry_run(tmp_path, "--stage", "3", "--stop-stage", "3", *args)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert cmds and all(f"--dtype {dtype} " in c and "--use-fp16" not in c for c in cmds)
+
+
+def test_librispeech_dry_run_refuses_contradicting_precisions(tmp_path):
+    r, _ = dry_run(tmp_path, "--use-fp16", "true", "--dtype", "bf16")
+    assert r.returncode == 2 and "--use-fp16 true contradicts --dtype bf16" in r.stderr
 
 
 def test_librispeech_dry_run_stage_range(tmp_path):

@@ -168,7 +168,8 @@ def test_bad_training_options_are_refused():
 
     for bad in (["--lr-plateau-factor", "0"], ["--lr-plateau-factor", "1.5"], ["--lr-plateau-patience", "0"],
                 ["--sortagrad-fraction", "0"], ["--sortagrad-fraction", "1.5"], ["--freq-warp", "0.5"],
-                ["--freq-warp", "-0.1"], ["--freq-warp", "0.1", "--encoder-cache", "c"]):
+                ["--freq-warp", "-0.1"], ["--freq-warp", "0.1", "--encoder-cache", "c"],
+                ["--use-fp16", "true", "--dtype", "bf16"]):
         r = subprocess.run([sys.executable, "-m", "zipformer_pc.training.train", *BASE, *bad],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode != 0 and bad[0] in r.stderr, (bad, r.stderr[-300:])
@@ -389,3 +390,84 @@ def test_loss_auto_is_the_pruned_loss_without_k2():
 
     assert loss_mod.resolve_backend("auto") == "pruned"
     assert loss_mod.resolve_backend("full") == "full"
+
+
+def test_dtype_and_its_older_name_use_fp16():
+    from zipformer_pc.training.train import resolve_dtype
+
+    for extra, dtype in ((), "fp32"), (("--use-fp16", "true"), "fp16"), (("--use-fp16", "false"), "fp32"), \
+            (("--dtype", "bf16"), "bf16"), (("--dtype", "bf16", "--use-fp16", "false"), "bf16"), \
+            (("--dtype", "fp16", "--use-fp16", "true"), "fp16"):
+        args, _ = parse(*extra)
+        assert resolve_dtype(args) == dtype and args.dtype == dtype, extra
+        assert args.use_fp16 is (dtype == "fp16") and resolve_dtype(args) == dtype  # settled: the same again
+    for extra in (("--dtype", "bf16", "--use-fp16", "true"), ("--dtype", "fp16", "--use-fp16", "false")):
+        args, _ = parse(*extra)
+        with pytest.raises(ValueError, match="contradicts --dtype"):
+            resolve_dtype(args)
+
+
+def test_autocast_and_the_grad_scaler_per_dtype_and_device(monkeypatch):
+    """fp16 autocasts on CUDA only and is the only precision with a loss scaler; bf16
+    autocasts on CUDA and on a CPU; fp32 never."""
+    import torch
+
+    from zipformer_pc.training import train as train_mod
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert [train_mod.autocast_dtype(d, cuda) for d in ("fp32", "fp16", "bf16")] == [None, torch.float16,
+                                                                                      torch.bfloat16]
+    assert [train_mod.autocast_dtype(d, cpu) for d in ("fp32", "fp16", "bf16")] == [None, None, torch.bfloat16]
+    made = []
+
+    class Scaler:
+        def __init__(self, device, enabled):
+            made.append((device, enabled))
+
+    monkeypatch.setattr(torch.amp, "GradScaler", Scaler)  # a real one disables itself without CUDA
+    for d in ("fp32", "fp16", "bf16"):
+        train_mod.make_grad_scaler(d, cuda)
+        train_mod.make_grad_scaler(d, cpu)
+    assert made == [("cuda", False), ("cuda", False), ("cuda", True), ("cuda", False), ("cuda", False),
+                    ("cuda", False)]
+
+
+def test_a_few_bf16_steps_on_the_cpu_lower_the_loss_of_a_repeated_batch(tmp_path):
+    """--dtype bf16 on a CPU: the tiny model's forward runs under bfloat16 autocast (the encoder
+    output is bfloat16), the losses stay float32 and finite, no scaler, and training steps on one
+    repeated batch lower its loss."""
+    import torch
+
+    from zipformer_pc.model.loss import LossConfig
+    from zipformer_pc.training.optim import Eden, make_optimizer
+    from zipformer_pc.training.train import Trainer, get_model, make_grad_scaler, resolve_dtype
+
+    args, _ = parse("--encoder", "tiny", "--dtype", "bf16", "--model-type", "conditioned")
+    resolve_dtype(args)
+    torch.manual_seed(0)
+    model, config = get_model(args, None, 100, True)
+    cpu = torch.device("cpu")
+    optimizer = make_optimizer("scaled_adam", list(model.parameters()), lr=args.base_lr)
+    scaler = make_grad_scaler(args.dtype, cpu)
+    assert not scaler.is_enabled()
+    tr = Trainer(args=args, rank=0, world_size=1, device=cpu, exp_dir=tmp_path, model=model, ddp_model=model,
+                 model_config=config, model_avg=None, optimizer=optimizer,
+                 scheduler=Eden(optimizer, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches),
+                 scaler=scaler, loss_cfg=LossConfig(backend="pruned", warm_step=args.warm_step),
+                 train_dl=None, valid_dl=None)
+    g = torch.Generator().manual_seed(1)
+    lens = torch.tensor([160, 120])
+    tokens = [torch.randint(1, 100, (n,), generator=g).tolist() for n in (6, 4)]
+    batch = {"features": torch.randn(2, 160, 80, generator=g), "feature_lens": lens, "tokens_n": tokens,
+             "tokens_p": [tokens[0], None], "texts_p": ["A b.", None], "cut_ids": ["a", "b"], "durations": [1.6, 1.2]}
+    encoder_dtypes = []
+    model.encoder.register_forward_hook(lambda m, i, o: encoder_dtypes.append(o[0].dtype))
+    model.train()
+    losses = []
+    for b in range(1, 6):
+        out, status = tr.train_batch(batch, b)
+        assert status == "stepped" and out["loss"].dtype == torch.float32
+        losses.append(out["loss"].item())
+    assert encoder_dtypes == [torch.bfloat16] * 5
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0], losses
+    assert tr.counters["optimizer_steps"] == 5 and tr.counters["skipped_nonfinite"] == 0

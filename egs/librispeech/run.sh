@@ -57,7 +57,9 @@
 #   --prep-nj N                   data preparation jobs [8]
 #   --encoder NAME                encoder config of zipformer_pc.training.train [paper]
 #   --world-size N                GPUs per training (DDP) [4]
-#   --use-fp16 true|false         mixed precision [true]
+#   --dtype fp32|fp16|bf16        training precision (train.py --dtype): fp16 with loss scaling,
+#                                 bf16 (A100, H100 and later) without [fp16]
+#   --use-fp16 true|false         older name: true is --dtype fp16, false is --dtype fp32
 #   --num-epochs N --avg A        training epochs; checkpoints averaged for decoding/export [40, 15]
 #   --max-duration S              seconds of audio per GPU batch [1000]
 #   --num-workers N               DataLoader workers per GPU [2]
@@ -115,7 +117,8 @@ vocab_size=500
 prep_nj=8
 encoder=paper
 world_size=4
-use_fp16=true
+dtype=""
+use_fp16=""
 num_epochs=40
 avg=15
 max_duration=1000
@@ -145,9 +148,18 @@ for v in stage stop_stage vocab_size num_epochs avg world_size decode_nj decode_
   is_int "${!v}" || die "--${v//_/-} must be a non-negative integer, not '${!v}'"
 done
 [ "$stage" -le "$stop_stage" ] || die "--stage ($stage) is after --stop-stage ($stop_stage): nothing to do"
-for v in dry_run use_fp16 speed_perturb; do
+for v in dry_run speed_perturb; do
   case "${!v}" in true|false) ;; *) die "--${v//_/-} must be true or false, not '${!v}'" ;; esac
 done
+case "$use_fp16" in true|false|"") ;; *) die "--use-fp16 must be true or false, not '$use_fp16'" ;; esac
+case "$dtype" in
+  "") if [ "$use_fp16" = false ]; then dtype=fp32; else dtype=fp16; fi ;;
+  fp32|fp16|bf16)
+    if [ -n "$use_fp16" ] && [ "$use_fp16" != "$([ "$dtype" = fp16 ] && echo true || echo false)" ]; then
+      die "--use-fp16 $use_fp16 contradicts --dtype $dtype (--use-fp16 true is --dtype fp16): give one of them"
+    fi ;;
+  *) die "--dtype must be fp32, fp16 or bf16, not '$dtype'" ;;
+esac
 [ "$avg" -ge 1 ] && [ "$avg" -le "$num_epochs" ] || die "--avg ($avg) must be between 1 and --num-epochs ($num_epochs)"
 [ "$decode_nj" -ge 1 ] || die "--decode-nj must be at least 1"
 
@@ -225,7 +237,7 @@ train_system() {
   # shellcheck disable=SC2046,SC2086
   set -- python3 -m zipformer_pc.training.train --exp-dir "$exp" --encoder "$encoder" \
     --train-cuts "$manifest" --valid-cuts "$valid_cuts" --bpe-model "$bpe_dir/bpe.model" \
-    --world-size "$world_size" --use-fp16 "$use_fp16" --num-epochs "$num_epochs" --start-epoch "$start" \
+    --world-size "$world_size" --dtype "$dtype" --num-epochs "$num_epochs" --start-epoch "$start" \
     --max-duration "$max_duration" --num-workers "$num_workers" --loss "$loss" \
     --master-port "$master_port" --seed "$seed" $(train_options) $train_extra
   [ "$dry_run" = true ] || echo "$*" > "$exp/train_cmd.txt"
@@ -238,7 +250,7 @@ for st in 1 2 3; do
   case $st in
     1) what="Table I systems" ;; 2) what="punctuated-proportion systems" ;; 3) what="alpha sweep" ;;
   esac
-  log "Stage $st: training the $what ($encoder encoder, $num_epochs epochs, $world_size GPUs, fp16 $use_fp16)"
+  log "Stage $st: training the $what ($encoder encoder, $num_epochs epochs, $world_size GPUs, $dtype)"
   for s in "${SYSTEMS[@]}"; do
     system_fields "$s"
     [ "$sys_stage" = "$st" ] && is_selected "$name" || continue

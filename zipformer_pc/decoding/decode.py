@@ -149,7 +149,7 @@ def streaming_encode(encoder, feats: torch.Tensor, lens: torch.Tensor, chunk: in
     num_chunks = max(1, -(-max(t - (need - shift), 1) // shift))
     total = (num_chunks - 1) * shift + need
     feats = torch.nn.functional.pad(feats, (0, 0, 0, total - t), value=SILENCE_LOG_MEL)
-    states = encoder.get_init_states(n, chunk, left)
+    states = encoder.get_init_states(n, chunk, left, device=feats.device)  # on the GPU when decoding there
     outs = []
     for c in range(num_chunks):
         piece = feats[:, c * shift : c * shift + need]

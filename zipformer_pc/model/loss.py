@@ -11,9 +11,12 @@
 * ``full`` (torchaudio.functional.rnnt_loss): the exact loss over the whole
   (T, U+1) lattice.  Fine for small vocabularies and the tiny model on CPU.
 
-``auto`` is k2's ``pruned`` when k2 imports, else ``full``.
+``auto`` is ``pruned``: k2's when k2 imports, else the plain-PyTorch one.
 
-Both return the loss summed over the utterances of the batch.
+Both return the loss summed over the utterances of the batch, in float32:
+under torch.autocast (``train.py --dtype fp16|bf16``) the projections and
+the joiner may run in half precision, but the lattice and its log-softmax are
+computed on float32 logits with autocast off.
 """
 
 import logging
@@ -102,14 +105,15 @@ def transducer_loss(
         t_max, u_max = int(encoder_lens.max()), int(y_lens.max())
         encoder_out, decoder_out, y = encoder_out[:, :t_max], decoder_out[:, : u_max + 1], y[:, :u_max]
         logits = joiner(encoder_out.unsqueeze(2), decoder_out.unsqueeze(1))  # (N, T, U+1, V)
-        loss = torchaudio.functional.rnnt_loss(
-            logits.float(),
-            y.int(),
-            encoder_lens.int(),
-            y_lens.int(),
-            blank=blank_id,
-            reduction="sum",
-        )
+        with torch.autocast(device_type=logits.device.type, enabled=False):
+            loss = torchaudio.functional.rnnt_loss(
+                logits.float(),
+                y.int(),
+                encoder_lens.int(),
+                y_lens.int(),
+                blank=blank_id,
+                reduction="sum",
+            )
         return loss, torch.zeros_like(loss)
 
     assert simple_am_proj is not None and simple_lm_proj is not None

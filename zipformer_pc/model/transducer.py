@@ -235,7 +235,8 @@ class Transducer(nn.Module):
         else:
             encoder_out, encoder_lens = encoder_out
         dev = encoder_out.device
-        zero = encoder_out.new_zeros(())
+        # the losses are float32 whatever autocast made of encoder_out (bfloat16, float16)
+        zero = encoder_out.new_zeros((), dtype=torch.float32)
         out: Dict[str, torch.Tensor] = {
             "loss_n": zero, "loss_p": zero,
             "num_n": torch.tensor(0, device=dev), "num_p": torch.tensor(0, device=dev),

@@ -225,7 +225,7 @@ def relative_position_table(
 
 
 def relative_position_index(
-    num_queries: int, query_start: int, num_keys: int, key_start: int
+    num_queries: int, query_start: int, num_keys: int, key_start: int, device: Optional[torch.device] = None
 ) -> Tuple[int, int, Tensor]:
     """Offsets between query positions ``query_start + i`` and key positions
     ``key_start + j``.
@@ -233,12 +233,14 @@ def relative_position_index(
     Returns:
       (min_offset, max_offset, index) where ``index`` (num_queries, num_keys)
       is ``offset - min_offset``, a row index into
-      :func:`relative_position_table` ``(min_offset, max_offset)``.
+      :func:`relative_position_table` ``(min_offset, max_offset)``, made on
+      ``device`` (where the attention runs: a copy from the CPU would wait for
+      the GPU to finish all queued work, once per layer).
     """
     min_offset = query_start - (key_start + num_keys - 1)
     max_offset = query_start + num_queries - 1 - key_start
-    q = torch.arange(num_queries).unsqueeze(1) + query_start
-    k = torch.arange(num_keys).unsqueeze(0) + key_start
+    q = torch.arange(num_queries, device=device).unsqueeze(1) + query_start
+    k = torch.arange(num_keys, device=device).unsqueeze(0) + key_start
     return min_offset, max_offset, q - k - min_offset
 
 
@@ -288,9 +290,9 @@ class AttentionWindow(NamedTuple):
         outside = (pos < 0) | (pos.unsqueeze(0) >= lens.view(-1, 1, 1))
         return outside.unsqueeze(2)
 
-    def position_index(self) -> Tuple[int, int, Tensor]:
+    def position_index(self, device: Optional[torch.device] = None) -> Tuple[int, int, Tensor]:
         """:func:`relative_position_index` of a chunk's queries and its window."""
-        return relative_position_index(self.chunk, self.left_chunks * self.chunk, self.width, 0)
+        return relative_position_index(self.chunk, self.left_chunks * self.chunk, self.width, 0, device)
 
 
 # ---------------------------------------------------------------------------
@@ -774,9 +776,9 @@ def add_tail_silence(x: Tensor, x_lens: Tensor, chunk_size: int) -> Tuple[Tensor
       (x', x_lens'): each utterance followed by silence (:data:`SILENCE_LOG_MEL`)
       up to its new length, which counts the silence as valid frames.
     """
-    new_lens = torch.tensor([tail_padded_frames(int(n), chunk_size) for n in x_lens.tolist()],
-                            dtype=x_lens.dtype, device=x_lens.device)
-    t = max(int(new_lens.max()) if len(new_lens) else 0, x.size(1))
+    new = [tail_padded_frames(int(n), chunk_size) for n in x_lens.tolist()]
+    new_lens = torch.tensor(new, dtype=x_lens.dtype, device=x_lens.device)
+    t = max(max(new, default=0), x.size(1))  # from the host list: no second read of the device
     out = x.new_full((x.size(0), t, x.size(2)), SILENCE_LOG_MEL)
     frame = torch.arange(x.size(1), device=x.device).unsqueeze(0)
     real = (frame < x_lens.unsqueeze(1)).unsqueeze(-1)
@@ -869,7 +871,7 @@ class ZipformerStack(nn.Module):
         if chunk_size > 0 and left_chunks >= 0 and self.use_windows(conv_chunk, left_chunks, t):
             window = AttentionWindow(conv_chunk, left_chunks)
             attn_mask = window.key_mask(lens_d, t)
-            min_off, max_off, pos_index = window.position_index()
+            min_off, max_off, pos_index = window.position_index(x.device)
         else:
             attn_mask = pad_mask.unsqueeze(1)  # (N, 1, T_d)
             if chunk_size > 0:
@@ -879,7 +881,7 @@ class ZipformerStack(nn.Module):
                 if left_chunks >= 0:
                     chunk_mask = chunk_mask | (diff > left_chunks)
                 attn_mask = attn_mask | chunk_mask.unsqueeze(0)
-            min_off, max_off, pos_index = relative_position_index(t, 0, t, 0)
+            min_off, max_off, pos_index = relative_position_index(t, 0, t, 0, x.device)
         pos_table = relative_position_table(min_off, max_off, self.pos_dim, x.device, x.dtype)
         out, _ = self._run_layers(
             xd, x, pos_table, pos_index, attn_mask, pad_mask, conv_chunk, None, window
@@ -914,7 +916,7 @@ class ZipformerStack(nn.Module):
         key_mask = (key_pos < 0) | (key_pos >= lens_d)
         query_pos = start + torch.arange(t, device=x.device).unsqueeze(0)
         pad_mask = query_pos >= lens_d
-        min_off, max_off, pos_index = relative_position_index(t, left, t + left, 0)
+        min_off, max_off, pos_index = relative_position_index(t, left, t + left, 0, x.device)
         pos_table = relative_position_table(min_off, max_off, self.pos_dim, x.device, x.dtype)
         out, new_states = self._run_layers(
             xd, x, pos_table, pos_index, key_mask.unsqueeze(1), pad_mask, -1, states

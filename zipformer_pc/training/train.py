@@ -9,8 +9,8 @@ Usage:
       --bpe-model data/synth/lang_bpe_256/bpe.model \
       --model-type conditioned --encoder tiny --num-epochs 10 --max-duration 200
 
-  # paper-size model on LibriSpeech with 4 GPUs (DDP, fp16)
-  python -m zipformer_pc.training.train --world-size 4 --use-fp16 true --encoder paper \
+  # paper-size model on LibriSpeech with 4 GPUs (DDP, fp16; --dtype bf16 on GPUs that have it)
+  python -m zipformer_pc.training.train --world-size 4 --dtype fp16 --encoder paper \
       --model-type two-decoder --exp-dir exp/two_decoder --num-epochs 40 \
       --train-cuts data/librispeech/fbank/librispeech_cuts_train_p1.jsonl.gz ...
 
@@ -38,6 +38,7 @@ each log lists every parameter), ``tensorboard/`` and ``model_config.json``.
 """
 
 import argparse
+import contextlib
 import fcntl
 import json
 import logging
@@ -49,7 +50,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -78,6 +79,9 @@ from zipformer_pc.training.checkpoint import (
 )
 from zipformer_pc.training.encoder_cache import EncoderCache
 from zipformer_pc.training.optim import Eden, make_optimizer
+
+#: ``--dtype``: the precisions training runs its forward pass in (:func:`autocast_dtype`)
+TRAIN_DTYPES = ("fp32", "fp16", "bf16")
 
 ENCODER_FLAGS = (
     "num_encoder_layers", "downsampling_factor", "encoder_dim", "feedforward_dim", "num_heads",
@@ -206,7 +210,13 @@ def get_parser() -> argparse.ArgumentParser:
                    help="The same for a run of --max-minutes minutes: a linear fall to 0 over its last M minutes "
                         "of training time (0: off) [per encoder: tiny, the last third of --max-minutes unless "
                         "--lr-cooldown-batches is given; paper, 0]")
-    g.add_argument("--use-fp16", type=str2bool, default=False, help="Mixed precision (CUDA only)")
+    g.add_argument("--dtype", choices=TRAIN_DTYPES, default=None,
+                   help="Precision of the forward pass: fp32; fp16, mixed precision under torch.autocast with "
+                        "a GradScaler (CUDA only: float32 on a CPU); bf16, autocast to bfloat16 without loss "
+                        "scaling (CUDA, and CPUs). Weights, optimizer and the transducer/CTC losses stay in "
+                        "float32 [fp32, or fp16 with --use-fp16 true]")
+    g.add_argument("--use-fp16", type=str2bool, default=None,
+                   help="The older name of --dtype fp16 (true) / fp32 (false), kept for compatibility")
 
     g = p.add_argument_group("run")
     g.add_argument("--exp-dir", required=True)
@@ -352,6 +362,47 @@ def keep_checkpoint_counters(args, saved_args: Dict[str, Any]) -> List[str]:
     return changes
 
 
+def resolve_dtype(args) -> str:
+    """``--dtype``, or when it is not given, what ``--use-fp16`` (its older name) says: true is
+    fp16, false or absent fp32.  Sets both options to agree (``args.use_fp16`` is then True
+    exactly for fp16) and returns the dtype; ``ValueError`` when the two contradict each other."""
+    dtype, fp16 = getattr(args, "dtype", None), getattr(args, "use_fp16", None)
+    if dtype is None:
+        dtype = "fp16" if fp16 else "fp32"
+    elif dtype not in TRAIN_DTYPES:
+        raise ValueError(f"--dtype must be one of {', '.join(TRAIN_DTYPES)}, not {dtype!r}")
+    elif fp16 is not None and bool(fp16) != (dtype == "fp16"):
+        raise ValueError(f"--use-fp16 {str(bool(fp16)).lower()} contradicts --dtype {dtype} (--use-fp16 true is "
+                         "--dtype fp16, false is fp32): give one of them")
+    args.dtype, args.use_fp16 = dtype, dtype == "fp16"
+    return dtype
+
+
+def autocast_dtype(dtype: str, device: torch.device) -> Optional[torch.dtype]:
+    """The dtype the forward pass is autocast to for ``--dtype`` on ``device``; None: no
+    autocast (float32).  fp16 needs CUDA (on a CPU it trains in float32, as --use-fp16 always
+    did); bf16 runs on CUDA and on a CPU, whose autocast supports bfloat16."""
+    if dtype == "fp16" and device.type == "cuda":
+        return torch.float16
+    if dtype == "bf16" and device.type in ("cuda", "cpu"):
+        return torch.bfloat16
+    return None
+
+
+def autocast(dtype: str, device: torch.device):
+    """The context the forward pass and losses run in at ``--dtype`` on ``device``: torch.autocast
+    to :func:`autocast_dtype` (the losses cast their inputs to float32 inside it:
+    zipformer_pc.model.loss), or nothing for float32."""
+    amp = autocast_dtype(dtype, device)
+    return torch.autocast(device_type=device.type, dtype=amp) if amp is not None else contextlib.nullcontext()
+
+
+def make_grad_scaler(dtype: str, device: torch.device) -> torch.amp.GradScaler:
+    """The loss scaler of ``--dtype``: enabled for fp16 autocast only (bfloat16 has float32's
+    exponent range and needs none); a disabled one passes the loss and the step through."""
+    return torch.amp.GradScaler("cuda", enabled=autocast_dtype(dtype, device) == torch.float16)
+
+
 def fix_random_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
@@ -467,7 +518,7 @@ def compute_loss(model, batch, args, loss_cfg: LossConfig, device, batch_idx: Op
     if encoder_cache is not None:
         out, out_lens = encoder_cache.lookup(batch["cut_ids"], batch["feature_lens"])
         enc = (out.to(device), out_lens.to(device))
-    with torch.autocast(device_type=device.type, enabled=args.use_fp16 and device.type == "cuda"):
+    with autocast(args.dtype, device):
         return model(feats, lens, batch["tokens_n"], batch["tokens_p"], alpha=args.alpha,
                      loss_cfg=loss_cfg, batch_idx=batch_idx, ctc_scale=args.ctc_loss_scale, encoder_out=enc,
                      ctc_targets=args.ctc_targets, sentence_end_scale=args.sentence_end_loss_scale,
@@ -600,6 +651,41 @@ class Trainer:
         every = self.args.save_every_minutes
         return (int(minutes / every) + 1) * every
 
+    def train_batch(self, batch: Dict[str, Any], b: int) -> Tuple[Dict[str, torch.Tensor], str]:
+        """One training batch (number ``b``, counted from 1): the loss at ``--dtype``, its backward
+        (scaled for fp16), the optimizer and schedule step and the running average.  Returns the
+        model's outputs and what became of the batch: ``stepped``, ``nonfinite`` (skipped: a
+        non-finite loss on some rank) or ``no_reference`` (skipped: no utterance has a reference
+        for a trained mode).  Reads the device once (the skip flags, agreed by all ranks)."""
+        args, counters = self.args, self.counters
+        out = compute_loss(self.ddp_model, batch, args, self.loss_cfg, self.device, b, self.encoder_cache)
+        loss = out["loss"]
+        # [finite, has a reference for a trained mode], built on the device and read in one sync
+        flags = torch.stack([torch.isfinite(loss).all(), (out["num_n"] + out["num_p"]) > 0]).float()
+        if self.world_size > 1:
+            dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+        finite, has_reference = flags.tolist()
+        if has_reference < 1:
+            # e.g. a punct model on a batch whose cuts all lack P: nothing to learn
+            status = "no_reference"
+            counters["skipped_no_reference"] += 1
+        elif finite < 1:
+            status = "nonfinite"
+            counters["skipped_nonfinite"] += 1
+            logging.warning(f"Batch {b}: non-finite loss, skipped ({counters['skipped_nonfinite']} so far); "
+                            f"cuts {batch['cut_ids'][:3]}...")
+        else:
+            self.scaler.scale(loss).backward()
+            self.scheduler.step_batch(b)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            status = "stepped"
+            counters["optimizer_steps"] += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.model_avg is not None:
+            self.model_avg.step()
+        return out, status
+
     def validate(self) -> Dict[str, float]:
         """The validation loss; with ``--lr-plateau-factor`` below 1, also the plateau rule
         (every rank sees the same loss, so all cut together)."""
@@ -630,35 +716,12 @@ def train_one_epoch(tr: Trainer, epoch: int) -> bool:
     for batch in tr.train_dl:
         counters["batch_idx_train"] += 1
         b = counters["batch_idx_train"]
-        out = compute_loss(tr.ddp_model, batch, args, tr.loss_cfg, tr.device, b, tr.encoder_cache)
-        loss = out["loss"]
-        # [finite, has a reference for a trained mode]; agreed by all ranks
-        flags = torch.tensor([float(torch.isfinite(loss).all()),
-                              float(int(out["num_n"]) + int(out["num_p"]) > 0)], device=tr.device)
-        if tr.world_size > 1:
-            dist.all_reduce(flags, op=dist.ReduceOp.MIN)
-        stepped = False
-        if flags[1].item() < 1:
-            # e.g. a punct model on a batch whose cuts all lack P: nothing to learn
-            counters["skipped_no_reference"] += 1
-        elif flags[0].item() < 1:
-            counters["skipped_nonfinite"] += 1
-            logging.warning(f"Batch {b}: non-finite loss, skipped ({counters['skipped_nonfinite']} so far); "
-                            f"cuts {batch['cut_ids'][:3]}...")
-        else:
-            tr.scaler.scale(loss).backward()
-            tr.scheduler.step_batch(b)
-            tr.scaler.step(tr.optimizer)
-            tr.scaler.update()
-            stepped = True
-            counters["optimizer_steps"] += 1
+        out, status = tr.train_batch(batch, b)
+        stepped = status == "stepped"
+        if stepped:
             seconds = sum(batch["durations"])
             audio_sec += seconds
             counters["audio_seconds"] += seconds
-        tr.optimizer.zero_grad(set_to_none=True)
-
-        if tr.model_avg is not None:
-            tr.model_avg.step()
         counters["train_seconds"] += time.time() - t_batch
         if tr.rank == 0 and stepped and b % args.log_interval == 0:
             log_batch(tr, epoch, b, out, audio_sec / (time.time() - t_epoch))
@@ -746,8 +809,13 @@ def run(rank: int, world_size: int, args) -> None:
     torch.set_num_threads(args.num_threads)
     fix_random_seed(args.seed + rank)
     device = torch.device("cuda", rank) if torch.cuda.is_available() else torch.device("cpu")
-    if args.use_fp16 and device.type != "cuda":
-        logging.warning("--use-fp16 needs CUDA; training in float32")
+    resolve_dtype(args)
+    amp = autocast_dtype(args.dtype, device)
+    if args.dtype != "fp32" and amp is None:
+        logging.warning(f"--dtype {args.dtype} needs CUDA; training in float32")
+    elif amp == torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        logging.warning(f"--dtype bf16: {torch.cuda.get_device_name(device)} does not support bfloat16 natively "
+                        "(emulated: slow); fp16 is the usual choice there")
     logging.info("Training started with parameters:\n" + json.dumps(vars(args), indent=1))
     filled = getattr(args, "defaults_filled", {})
     if filled:
@@ -790,7 +858,10 @@ def run(rank: int, world_size: int, args) -> None:
 
     optimizer = make_optimizer(args.optimizer, [p for p in model.parameters() if p.requires_grad], lr=args.base_lr)
     scheduler = Eden(optimizer, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches)
-    scaler = torch.amp.GradScaler("cuda", enabled=args.use_fp16 and device.type == "cuda")
+    scaler = make_grad_scaler(args.dtype, device)
+    logging.info(f"Precision: --dtype {args.dtype} (forward "
+                 f"{f'autocast to {amp}' if amp is not None else 'in float32, no autocast'}, loss scaling "
+                 f"{'on' if scaler.is_enabled() else 'off'})")
     if ckpt is not None:
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
@@ -932,6 +1003,10 @@ def lock_exp_dir(exp_dir: Path):
 def main() -> None:
     args = get_parser().parse_args()
     args.defaults_filled = apply_training_defaults(args)
+    try:
+        resolve_dtype(args)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     if not 0.0 <= args.alpha <= 1.0:
         raise SystemExit(f"--alpha must be in [0, 1], got {args.alpha}")
     if args.sortagrad_epochs < 0:
