@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run the test suite: sets up the environment (idempotent), then pytest.
 # Extra arguments go to pytest, e.g.  bash test.sh -k metrics -x
+#   bash test.sh           the full suite (what CI runs)
+#   bash test.sh --fast    the fast layer: every test not marked slow (no end-to-end runs)
 # The test files run on two processes (pytest-xdist, whole files per process, the
 # long ones first: tests/conftest.py) when the machine has two cores or more;
 # ZPC_TEST_WORKERS=N sets the number, 1 runs everything in this process (as does
@@ -8,6 +10,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash tools/setup_env.sh
+args=()
+for a in "$@"; do
+  if [ "$a" = --fast ]; then args+=(-m "not slow"); else args+=("$a"); fi
+done
+set -- ${args[@]+"${args[@]}"}
 python="${ZPC_VENV:-.venv}/bin/python"
 workers="${ZPC_TEST_WORKERS:-$("$python" -c 'import os; print(min(2, len(os.sched_getaffinity(0))))')}"
 parallel=()

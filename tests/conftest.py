@@ -28,7 +28,7 @@ TRAINING_TIMEOUT = 1800
 # process builds it.
 LONG_FILES = ("test_train.py", "test_librispeech_e2e.py", "test_onnx.py", "test_recipe_synth.py",
               "test_pretrain.py", "test_synth_data.py", "test_finetune.py", "test_decode.py", "test_restore.py",
-              "test_learning_curve.py")
+              "test_learning_curve.py", "test_custom_data.py", "test_real_speech.py")
 
 
 def pytest_collection_modifyitems(config, items):
