@@ -62,6 +62,11 @@ When the model dir has a question model (``questions.json.gz``,
 words and tokens show ``?`` where a sentence the search ended with ``.``
 reads as a question (``questions=False``: as searched, as sherpa-onnx
 shows it).  The search itself is not changed.
+
+With ``itn=True`` P's text and words (partial and final) show numbers as
+digits (:mod:`zipformer_pc.itn`: "twenty five dollars" -> "$25"; a
+rewritten span's time runs from its first word's start to its last word's
+end); N and the tokens stay as spoken.
 """
 
 import logging
@@ -72,6 +77,7 @@ import kaldi_native_fbank as knf
 import numpy as np
 import onnxruntime as ort
 
+from zipformer_pc import itn as itn_rules
 from zipformer_pc.lm import BoundLm, LodrLm, find_lm, lm_files, load_fusion_lms
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
@@ -107,6 +113,13 @@ def search_kwargs(args, model_dir) -> Dict[str, object]:
     return {"decoding_method": args.decoding_method, "beam": args.beam_size, "lm_scale": scale,
             "lm_token_bonus": bonus, "lodr_scale": lodr, "blank_penalty": args.blank_penalty,
             "questions": args.questions}
+
+
+def itn_words(words: Sequence[TimedWord]) -> List[TimedWord]:
+    """P's timed words with numbers as digits (:func:`zipformer_pc.itn.rewrite_words`): a rewritten
+    span starts where its first word starts and ends where its last word ends."""
+    return [TimedWord(text, words[a].start, words[b].end)
+            for text, a, b in itn_rules.rewrite_words([w.word for w in words])]
 
 
 def _session(path: Path, threads: int) -> ort.InferenceSession:
@@ -173,19 +186,24 @@ class StreamingRecognizer:
         lines' ``--blank-penalty``, chosen on dev).
       questions: whether P shows ``?`` where the ``questions`` file's model
         reads a question (when ``files`` has one).
+      itn: whether P shows numbers as digits (:mod:`zipformer_pc.itn`); N
+        is left spoken.
     """
+
+    itn = False  # the default also of recognizers made without __init__ (tests)
 
     def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None,
                  endpoint: Optional[EndpointConfig] = None, batch_encoder: Optional[bool] = None,
                  decoding_method: str = "greedy_search", beam: int = 4,
                  lm_scale: float = 0.0, lm_token_bonus: float = 0.0, lodr_scale: float = 0.0,
-                 blank_penalty: float = DEFAULT_BLANK_PENALTY, questions: bool = True) -> None:
+                 blank_penalty: float = DEFAULT_BLANK_PENALTY, questions: bool = True, itn: bool = False) -> None:
         if decoding_method not in DECODING_METHODS:
             raise ValueError(f"decoding_method must be one of {', '.join(DECODING_METHODS)}, not {decoding_method!r}")
         if beam < 1:
             raise ValueError(f"beam must be at least 1, got {beam}")
         self.decoding_method = decoding_method
         self.beam = beam
+        self.itn = bool(itn)
         if lm_scale < 0:
             raise ValueError(f"lm_scale must not be negative, got {lm_scale}")
         if lm_scale > 0 and decoding_method != "modified_beam_search":
@@ -417,8 +435,13 @@ class StreamingRecognizer:
             texts[m] = joined_text(pieces)
             words[m] = word_times(pieces, h.frames, self.frame_seconds)
             toks[m] = token_times(pieces, h.frames, self.frame_seconds)
+        texts = add_derived(self.transducer_type, texts)  # N of a punct model from P as spoken
+        if self.itn and "P" in texts:
+            texts["P"] = itn_rules.rewrite(texts["P"])
+            if "P" in words:
+                words["P"] = itn_words(words["P"])
         return Segment(len(s.segments), s.segment_start * self.frame_seconds, s.frames_done * self.frame_seconds,
-                       add_derived(self.transducer_type, texts), words, toks)
+                       texts, words, toks)
 
     def _end_segment(self, s: Stream) -> None:
         """Finish the current segment (kept when it has any token) and start the
@@ -552,7 +575,10 @@ class StreamingRecognizer:
         """Current (partial, or final after ``input_finished``) transcripts by mode.
         A ``punct``-only model also reports N, derived by the recipe's normalization
         (the derived modes of ``zipformer_pc.modes``)."""
-        return add_derived(self.transducer_type, {m: self.text(m, h.tokens) for m, h in s.hyps.items()})
+        out = add_derived(self.transducer_type, {m: self.text(m, h.tokens) for m, h in s.hyps.items()})
+        if self.itn and "P" in out:
+            out["P"] = itn_rules.rewrite(out["P"])
+        return out
 
     def get_tokens(self, s: Stream) -> Dict[str, List[int]]:
         return {m: list(h.tokens) for m, h in s.hyps.items()}

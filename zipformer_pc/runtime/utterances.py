@@ -32,6 +32,7 @@ class Utterance:
     speaker: Optional[str] = None
     ref_n: Optional[str] = None
     ref_p: Optional[str] = None  # None: the utterance has no P reference
+    path: Optional[Path] = None  # the wav it was read from (None for a cut)
 
 
 @dataclass
@@ -39,12 +40,13 @@ class Decoded:
     utt: Utterance
     hyps: Dict[str, str]  # mode -> text
     segments: list = field(default_factory=list)
+    duration: float = 0.0  # seconds of audio
 
 
 def from_wavs(paths: Iterable[Path]) -> List[Utterance]:
     """The wavs as utterances, named by :func:`~zipformer_pc.runtime.audio.utterance_ids`."""
     paths = list(paths)
-    return [Utterance(uid, lambda p=p: read_wav(str(p))) for uid, p in zip(utterance_ids(paths), paths)]
+    return [Utterance(uid, lambda p=p: read_wav(str(p)), path=p) for uid, p in zip(utterance_ids(paths), paths)]
 
 
 def from_cuts(path, limit: int = 0) -> List[Utterance]:
@@ -102,7 +104,7 @@ def decode(rec, utts: Sequence[Utterance], piece_seconds: float = 0.1,
         segments = rec.recognize_segments(samples, rate, piece_seconds)
         wall += time.perf_counter() - t0
         audio_seconds += len(samples) / rate
-        d = Decoded(u, rec.transcript(segments), segments)
+        d = Decoded(u, rec.transcript(segments), segments, len(samples) / rate)
         decoded.append(d)
         if on_decoded is not None:
             on_decoded(d)
