@@ -23,7 +23,8 @@ for the first; ``--avg A``: since the checkpoint A before, as
 ``decode.py --iter B --avg A`` and the recipes' ``--avg 3``), greedy search,
 simulated streaming (chunk 32, left context 128 by default), both output modes, and scores them with
 ``zipformer_pc.metrics``: WER (N output), PC-WER, PER, PuncER, CaseER (P
-output).  Scores are cached per checkpoint (``curve.json``), so scoring again
+output); the same on ``test_real``, recordings of people, when ``prepare.sh
+--dataset real`` made it (``--real-cuts``; dashed in the plot).  Scores are cached per checkpoint (``curve.json``), so scoring again
 is quick.  Writes ``learning_curve.csv`` and ``learning_curve.png`` in the
 experiment directory and prints a table with the minutes to reach dev WER
 80% (the end of the initial plateau), 50%, 20% and 10%.
@@ -55,7 +56,9 @@ from zipformer_pc.options import str2bool
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = (80.0, 50.0, 20.0, 10.0)  # dev WER levels whose first time the table reports
 FIELDS = ("batch", "minutes", "audio_hours", "wer", "pc_wer", "per", "punc_er", "case_er", "wer_c",
-          "valid_loss_n", "valid_loss_p")
+          "valid_loss_n", "valid_loss_p", "real_wer", "real_pc_wer", "real_per")
+# recordings of people (prepare.sh --dataset real): scored beside dev when there
+REAL_PREFIX = "real_"
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -76,6 +79,9 @@ def get_parser() -> argparse.ArgumentParser:
                    help="Score each checkpoint with the mean of the weights since the checkpoint AVG before it "
                         "(what decode.py --iter B --avg AVG loads; from the start of training while there are "
                         "fewer); AVG > 1 writes learning_curve_avgAVG.csv/.png")
+    r.add_argument("--real-cuts", default="auto",
+                   help="test_real's cuts (prepare.sh --dataset real), scored at every checkpoint beside dev: "
+                        "auto: DATA_DIR/../real/fbank/real_cuts_test_real.jsonl.gz when it exists; none: not scored")
     r.add_argument("--seed", type=int, default=42)
     r.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then extra train.py options")
     c = sub.add_parser("compare", help="ablation table and figure over finished runs")
@@ -152,7 +158,8 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
         "--exp-dir", str(args.exp_dir), "--bpe-model", str(bpe_model(args.data_dir)), "--test-sets", f"dev={dev}",
         "--chunk-size", str(args.chunk_size), "--left-context-frames", str(args.left_context_frames),
         "--blank-penalty", "0"])  # the search docs/cpu-training.md's curves were measured with
-    key_of = f"chunk{args.chunk_size}-left{args.left_context_frames}-{args.dev}"
+    real = real_cuts(args)
+    key_of = f"chunk{args.chunk_size}-left{args.left_context_frames}-{args.dev}" + ("-real" if real else "")
     if args.avg > 1:
         key_of += f"-avg{args.avg}"
     rows = []
@@ -169,21 +176,29 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
             model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in weights.items()})
             model.eval()
             modes = output_modes(model.model_type)
-            with torch.no_grad():
-                res = decode_set(model, tokenizer, str(dev), dargs, modes)
-            out: Dict[str, float] = {}
-            sn = score_corpus([(c, res["refs_n"][c], h) for c, h in res["hyps"][MODE_N].items()]).summary()
-            out["wer"] = sn["wer"]
-            if MODE_P in modes:
-                pairs = [(c, res["refs_p"][c], h) for c, h in res["hyps"][MODE_P].items() if res["refs_p"][c]]
-                sp = score_corpus(pairs).summary()
-                out.update({k: sp[k] for k in ("pc_wer", "per", "punc_er", "case_er", "wer_c")})
+
+            def scores(cuts: Path, prefix: str = "") -> Dict[str, float]:
+                with torch.no_grad():
+                    res = decode_set(model, tokenizer, str(cuts), dargs, modes)
+                sn = score_corpus([(c, res["refs_n"][c], h) for c, h in res["hyps"][MODE_N].items()]).summary()
+                got = {"wer": sn["wer"]}
+                if MODE_P in modes:
+                    pairs = [(c, res["refs_p"][c], h) for c, h in res["hyps"][MODE_P].items() if res["refs_p"][c]]
+                    sp = score_corpus(pairs).summary()
+                    got.update({k: sp[k] for k in ("pc_wer", "per", "punc_er", "case_er", "wer_c")})
+                return {prefix + k: v for k, v in got.items()
+                        if not prefix or REAL_PREFIX + k in FIELDS}
+
+            out: Dict[str, float] = scores(dev)
+            if real is not None:
+                out.update(scores(real, REAL_PREFIX))
             first = (prev["model_avg_batches"] + 1) if prev is not None else 1
             out["averaged_batches"] = f"{first}..{end['model_avg_batches']}"
             cache[key] = out
             cache_path.write_text(json.dumps(cache, indent=1) + "\n")
             logging.info(f"{path.name} (batches {out['averaged_batches']}): WER {out['wer']:.2f}"
                          + (f", PC-WER {out['pc_wer']:.2f}, PER {out['per']:.2f}" if "pc_wer" in out else "")
+                         + (f"; test_real WER {out['real_wer']:.2f}" if "real_wer" in out else "")
                          + f" [{time.time() - t0:.0f} s]")
         row = {"batch": int(end["batch_idx_train"]), "minutes": float(end.get("train_seconds", math.nan)) / 60,
                "audio_hours": float(end.get("audio_seconds", math.nan)) / 3600, **cache[key]}
@@ -193,6 +208,19 @@ def score_checkpoints(args) -> List[Dict[str, float]]:
         kept = {k: end[k] for k in ("model_avg", "model_avg_batches") if k in end}
         earlier = (earlier + [kept])[-args.avg:]
     return rows
+
+
+def real_cuts(args) -> Optional[Path]:
+    """test_real's cut manifest for ``--real-cuts`` (auto: beside the synthetic corpus when made), or None."""
+    if args.real_cuts == "none":
+        return None
+    if args.real_cuts == "auto":
+        found = args.data_dir.parent / "real" / "fbank" / "real_cuts_test_real.jsonl.gz"
+        return found if found.exists() else None
+    path = Path(args.real_cuts)
+    if not path.exists():
+        raise SystemExit(f"--real-cuts {path} does not exist (prepare.sh --dataset real makes it)")
+    return path
 
 
 def curve_stem(avg: int) -> str:
@@ -243,11 +271,14 @@ def plot(path: Path, runs: Dict[str, List[Dict[str, float]]]) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for ax, key, title in zip(axes, ("wer", "pc_wer", "per"), ("dev WER (N)", "dev PC-WER (P)", "dev PER (P)")):
+    for ax, key, title in zip(axes, ("wer", "pc_wer", "per"), ("WER (N)", "PC-WER (P)", "PER (P)")):
         for name, rows in runs.items():
             pts = [(r["minutes"], r[key]) for r in rows if r.get(key) is not None]
             if pts:
-                ax.plot(*zip(*pts), marker="o", label=name)
+                line = ax.plot(*zip(*pts), marker="o", label=name)[0]
+                real = [(r["minutes"], r[REAL_PREFIX + key]) for r in rows if r.get(REAL_PREFIX + key) is not None]
+                if real:  # the same run on recordings of people: dashed, its colour
+                    ax.plot(*zip(*real), marker="x", ls="--", color=line.get_color(), label=f"{name} (test_real)")
         for t in THRESHOLDS:
             ax.axhline(t, color="grey", lw=0.5, ls="--")
         ax.set_title(title)
@@ -283,12 +314,15 @@ def table(runs: Dict[str, List[Dict[str, float]]]) -> str:
 
 
 def curve_table(rows: List[Dict[str, float]]) -> str:
-    lines = ["| minutes | batch | audio h | WER | PC-WER | PER | PuncER | CaseER | valid L_N | valid L_P |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    real = any(r.get("real_wer") is not None for r in rows)
+    lines = ["| minutes | batch | audio h | WER | PC-WER | PER | PuncER | CaseER | valid L_N | valid L_P |"
+             + (" test_real WER | test_real PC-WER |" if real else ""),
+             "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if real else "")]
     for r in rows:
         lines.append(f"| {fmt(r['minutes'])} | {r['batch']} | {fmt(r['audio_hours'], 2)} | {fmt(r['wer'], 2)} | "
                      f"{fmt(r.get('pc_wer'), 2)} | {fmt(r.get('per'), 2)} | {fmt(r.get('punc_er'), 2)} | "
-                     f"{fmt(r.get('case_er'), 2)} | {fmt(r.get('valid_loss_n'))} | {fmt(r.get('valid_loss_p'))} |")
+                     f"{fmt(r.get('case_er'), 2)} | {fmt(r.get('valid_loss_n'))} | {fmt(r.get('valid_loss_p'))} |"
+                     + (f" {fmt(r.get('real_wer'), 2)} | {fmt(r.get('real_pc_wer'), 2)} |" if real else ""))
     return "\n".join(lines)
 
 

@@ -128,6 +128,21 @@ def spoken_form(text: str) -> Optional[str]:
     return out if _ALLOWED.fullmatch(out) else None
 
 
+def transcript_refs(text: str, source: str, drops: Counter) -> Optional[Dict]:
+    """The references of a transcript as its speaker said it (digits and keys spelled,
+    P only where the transcript is cased and punctuated), or None, the drop counted."""
+    spoken = spoken_form(text)
+    if spoken is None:
+        drops[f"{source}: numbers or symbols that cannot be spelled"] += 1
+        return None
+    punct = is_punctuated_source(text)
+    refs = reference_fields(spoken if punct else None, None if punct else spoken, config=SYNTH_PUNCT)
+    if not refs["text"].split():
+        drops[f"{source}: no words"] += 1
+        return None
+    return refs
+
+
 def asterisk_entries(txt: Path) -> Iterator[Tuple[str, str]]:
     """(prompt name, transcript) of ``core-sounds-en.txt.gz``."""
     with gzip.open(txt, "rt", encoding="utf-8", errors="replace") as f:
@@ -159,16 +174,10 @@ def collect_asterisk(dl_dir: Path, drops: Counter) -> List[Dict]:
         if not wav.is_file():
             drops["asterisk: transcript without a recording"] += 1
             continue
-        spoken = spoken_form(text)
-        if spoken is None:
-            drops["asterisk: numbers or symbols that cannot be spelled"] += 1
+        refs = transcript_refs(text, "asterisk", drops)
+        if refs is None:
             continue
-        punct = is_punctuated_source(text)
-        refs = reference_fields(spoken if punct else None, None if punct else spoken, config=SYNTH_PUNCT)
         n_words = len(refs["text"].split())
-        if n_words == 0:
-            drops["asterisk: no words"] += 1
-            continue
         utts.append(dict(id=f"asterisk-{name.replace('/', '-')}", path=wav, refs=refs, speaker="asterisk-allison",
                          source="asterisk", kind=asterisk_kind(name, n_words), license="CC-BY-SA-3.0"))
     return utts
@@ -246,15 +255,10 @@ def collect_drascula(dl_dir: Path, drops: Counter) -> List[Dict]:
         if not text:
             drops["drascula: a voice file without a subtitle"] += 1
             continue
-        spoken = spoken_form(text)
-        if spoken is None:
-            drops["drascula: numbers or symbols that cannot be spelled"] += 1
+        refs = transcript_refs(text, "drascula", drops)  # subtitles in capitals: N only
+        if refs is None:
             continue
-        refs = reference_fields(None, spoken, config=SYNTH_PUNCT)
         n_words = len(refs["text"].split())
-        if n_words == 0:
-            drops["drascula: no words"] += 1
-            continue
         wav = wav_dir / f"{als.stem}.wav"
         if not wav.is_file():
             raw = np.frombuffer(als.read_bytes(), dtype=np.uint8).astype(np.float32)

@@ -365,6 +365,18 @@ def sig_marks(a: Optional[Outputs], ref: Optional[Outputs], level: float) -> Dic
     return marks
 
 
+def whisper_summary(exp_dir: Path, test: str) -> Optional[Dict[str, object]]:
+    """Whisper base's figures on ``test`` (scoring/whisper_score.py's summaries in EXP_DIR/whisper_base:
+    WER from its N output, the rest from its P output), or None when it was not run."""
+    files = {m: exp_dir / "whisper_base" / f"wer-summary-{test}-{m}-whisper-base.json" for m in ("N", "P")}
+    if not files["N"].exists():
+        return None
+    n = json.loads(files["N"].read_text())
+    out: Dict[str, object] = dict(json.loads(files["P"].read_text())) if files["P"].exists() else {}
+    out["wer"], out["rtf"] = n.get("wer"), n.get("rtf")
+    return out
+
+
 def metrics_row(label: str, out: Optional[Outputs], extra: List[str], marks: Dict[str, str]) -> str:
     """A table row; over several runs each cell is ``mean ± std`` of the runs' figures."""
     if out is None:
@@ -479,7 +491,8 @@ def main() -> None:
 
     # ---------------------------------------------------------- Tables I, II
     for ti, (test, test_desc) in enumerate(test_sets):
-        title = "Table I" if ti == 0 else "Table II"
+        # recordings of people beside the synthetic Table II (prepare.sh --dataset real)
+        title = "Table I" if ti == 0 else "Real speech" if test == "test_real" else "Table II"
         w(f"## {title}: `{test}` ({test_desc})")
         w("")
         w("Reference system for the significance marks: conditioned, P+N.")
@@ -495,6 +508,11 @@ def main() -> None:
                 r = rtf.get(s["rtf"], None)
                 extra.append(fmt(r) if r is not None else "-")
             rows.append(metrics_row(s["label"], out, extra, sig_marks(out, ref, args.level)))
+        whisper = whisper_summary(args.exp_dir, test)
+        if whisper is not None:  # the comparison system: scripts/whisper_score.py into EXP_DIR/whisper_base
+            extra = ["680k h of real speech (P)", "74M"] + ([fmt(whisper.get("rtf"))] if ti == 0 else [])
+            rows.append("| " + " | ".join(["Whisper base (not streaming)"] + extra
+                                          + [fmt(whisper.get(k)) for _, k in MAIN_COLUMNS]) + " |")
         head = ["training data", "params"] + (["RTF (ONNX, 1 thread)"] if ti == 0 else [])
         lines.extend(table(head, rows))
         w("")

@@ -43,6 +43,7 @@ from zipformer_pc.metrics import (
     paired_bootstrap,
     per_mark_table,
     score_corpus,
+    score_groups,
     write_error_file,
 )
 from zipformer_pc.modes import MODE_IDS
@@ -161,18 +162,14 @@ def main() -> int:
     print(markdown_row(name, summ))
     if sig is not None:
         print(markdown_row(args.compare, summ_b))
-    if "speakers" in summ:
-        print()
-        print(f"Per speaker ({len(summ['speakers'])}):")
-        print(markdown_header("speaker (utterances)"))
-        for spk, s in summ["speakers"].items():
-            print(markdown_row(f"{spk} ({s['num_utts']})", s))
-    if "groups" in summ:
-        print()
-        print(f"Per {args.per_group.replace(',', '/')} ({len(summ['groups'])}):")
-        print(markdown_header("group (utterances)"))
-        for g, s in summ["groups"].items():
-            print(markdown_row(f"{g} ({s['num_utts']})", s))
+    for key, title, first in (("speakers", "speaker", "speaker"),
+                              ("groups", (args.per_group or "").replace(",", "/"), "group")):
+        if key in summ:
+            print()
+            print(f"Per {title} ({len(summ[key])}):")
+            print(markdown_header(f"{first} (utterances)"))
+            for g, s in summ[key].items():
+                print(markdown_row(f"{g} ({s['num_utts']})", s))
     print()
     print("Punctuation (LibriSpeech-PC PER, %):")
     print(per_mark_table(summ))
@@ -208,27 +205,19 @@ def score_by_speaker(triples, speakers_path: str, config) -> dict:
     Every scored utterance needs a speaker: the ones without are an error
     that names them, not a row of their own.
     """
-    speakers = read_speakers(speakers_path)
-    missing = [u for u, _, _ in triples if u not in speakers]
-    if missing:
-        raise TranscriptError(f"{speakers_path}: no speaker for {len(missing)} of the {len(triples)} scored "
-                              f"utterances, e.g. {missing[:3]}")
-    groups: dict = {}
-    for t in triples:
-        groups.setdefault(speakers[t[0]], []).append(t)
-    return {spk: score_corpus(groups[spk], config).summary() for spk in sorted(groups)}
+    try:
+        return score_groups(triples, read_speakers(speakers_path), config)
+    except ValueError as e:
+        raise TranscriptError(f"{speakers_path}: {str(e).replace('no group', 'no speaker', 1)}") from None
 
 
 def score_by_group(triples, cuts_path: str, fields, config) -> dict:
     """``{group: summary}`` (groups sorted) of the scored triples, the groups read from the cut
     manifest's ``fields`` (zipformer_pc.transcripts.read_groups)."""
-    groups_of = read_groups(cuts_path, [f.strip() for f in fields if f.strip()])
-    groups: dict = {}
-    for t in triples:
-        if t[0] not in groups_of:
-            raise TranscriptError(f"{cuts_path}: no cut {t[0]!r}")
-        groups.setdefault(groups_of[t[0]], []).append(t)
-    return {g: score_corpus(groups[g], config).summary() for g in sorted(groups)}
+    try:
+        return score_groups(triples, read_groups(cuts_path, [f.strip() for f in fields if f.strip()]), config)
+    except ValueError as e:
+        raise TranscriptError(f"{cuts_path}: {e}") from None
 
 
 def _f(x) -> str:

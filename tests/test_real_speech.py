@@ -260,3 +260,76 @@ def test_dataset_computes_features_of_the_augmented_audio(tmp_path):
 
 def torch_equal_lens(a, b) -> bool:
     return a["feature_lens"].tolist() == b["feature_lens"].tolist() and a["features"].shape == b["features"].shape
+
+
+# ------------------------------------------------------------- reporting
+
+
+def _load(rel: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / rel)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _real_report_fixture(tmp_path: Path):
+    """A test_real manifest of three cuts (two groups), the runtime's output on it, and
+    Whisper base's summaries and transcripts, laid out as pretrain.sh stage 4 writes them."""
+    import json
+
+    from lhotse import CutSet, MonoCut, SupervisionSegment
+
+    refs = {"a1": ("asterisk", "sentence", "please enter your password", "Please enter your password."),
+            "a2": ("asterisk", "word", "seven", None),
+            "d1": ("drascula", "sentence", "hey igor how is everything going", None)}
+    cuts = []
+    for uid, (source, kind, n, p) in refs.items():
+        custom = {"source": source, "kind": kind, **({"text_p": p} if p else {})}
+        cuts.append(MonoCut(id=uid, start=0, duration=1.0, channel=0, supervisions=[
+            SupervisionSegment(id=uid, recording_id=uid, start=0, duration=1.0, text=n, speaker="s", custom=custom)]))
+    real = tmp_path / "data" / "real" / "fbank" / "real_cuts_test_real.jsonl.gz"
+    real.parent.mkdir(parents=True)
+    CutSet.from_cuts(cuts).to_file(real)
+    exp = tmp_path / "exp"
+    cond = exp / "conditioned"
+    cond.mkdir(parents=True)
+    (cond / "runtime-greedy_search-test_real.tsv").write_text(
+        "a1\tP\tPlease enter your pass word.\na1\tN\tplease enter your pass word\na2\tN\tseven\n"
+        "d1\tN\they igor how is everything going\n")
+    (cond / "runtime-greedy_search-test_real.json").write_text(json.dumps({
+        "scores": {"N": {"wer": 20.0}, "P": {"pc_wer": 30.0, "punc_er": 0.0, "case_er": 0.0, "per": 0.0}},
+        "search": {"decoding_method": "greedy_search", "lms": False, "questions": True}, "rtf": 0.05}))
+    wb = exp / "whisper_base"
+    wb.mkdir()
+    for t, wer in (("test", 4.0), ("test_real", 10.0)):
+        (wb / f"wer-summary-{t}-N-whisper-base.json").write_text(json.dumps({"wer": wer, "rtf": 0.8}))
+        (wb / f"wer-summary-{t}-P-whisper-base.json").write_text(json.dumps(
+            {"wer": 3.0, "pc_wer": 12.5, "punc_er": 40.0, "case_er": 25.0, "per": 35.0, "wer_c": 5.0, "wer_pc": 12.5}))
+    (wb / "recogs-test_real-N-whisper-base.txt").write_text(
+        "a1\tplease enter your password\na2\t7\nd1\they igor how is everything going\n")
+    (wb / "recogs-test_real-P-whisper-base.txt").write_text("a1\tPlease enter your password.\n")
+    return exp, real
+
+
+def test_the_card_reports_test_real_per_group_and_whisper_base(tmp_path):
+    pub = _load("egs/synth/publish_pretrained.py", "_publish")
+    exp, real = _real_report_fixture(tmp_path)
+    block = pub.real_speech_section(exp, real)
+    text = "\n".join(block)
+    assert block[0] == pub.REAL_HEADING
+    assert "| greedy_search | no | yes | 20.00 | 30.00 |" in text
+    assert "| test | 4.00 | 12.50 | 40.00 | 25.00 | 35.00 | 0.800 |" in text  # Whisper rows, every set run
+    assert "| test_real | 10.00 | 12.50 |" in text
+    # per source and kind, scored here from the transcripts: our "pass word" is 2 errors of 4 words
+    assert "| asterisk/sentence | 1 | 50.00 / " in text and "| asterisk/word | 1 | 0.00 / - | 100.00 / - |" in text
+    assert "| drascula/sentence | 1 | 0.00 / - | 0.00 / - |" in text
+    # nothing measured: no section
+    assert pub.real_speech_section(tmp_path / "nothing", real) == []
+
+
+def test_results_tables_carry_whisper_base_rows(tmp_path):
+    mr = _load("scoring/make_results.py", "_make_results")
+    exp, _ = _real_report_fixture(tmp_path)
+    s = mr.whisper_summary(exp, "test_real")
+    assert (s["wer"], s["pc_wer"], s["rtf"]) == (10.0, 12.5, 0.8)
+    assert mr.whisper_summary(exp, "test_ood") is None

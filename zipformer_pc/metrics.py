@@ -378,6 +378,20 @@ TABLE_COLUMNS: Tuple[Tuple[str, str], ...] = (
 )
 
 
+def score_groups(triples: Sequence[Tuple[str, str, str]], group_of: Mapping[str, str],
+                 config: PunctConfig = DEFAULT_PUNCT) -> Dict[str, Dict[str, object]]:
+    """``{group: summary}`` (groups sorted) of ``(utt_id, ref, hyp)`` triples, each
+    utterance in the group ``group_of[utt_id]`` (a speaker; a source and kind of
+    test_real).  An utterance without a group is an error that names it."""
+    missing = [t[0] for t in triples if t[0] not in group_of]
+    if missing:
+        raise ValueError(f"no group for {len(missing)} of the {len(triples)} scored utterances, e.g. {missing[:3]}")
+    groups: Dict[str, List[Tuple[str, str, str]]] = {}
+    for t in triples:
+        groups.setdefault(group_of[t[0]], []).append(t)
+    return {g: score_corpus(groups[g], config).summary() for g in sorted(groups)}
+
+
 def fmt(x: Optional[float]) -> str:
     """A rate (percent) as the tables print it: two decimals, ``-`` when undefined."""
     return "-" if x is None else f"{x:.2f}"

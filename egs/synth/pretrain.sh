@@ -18,6 +18,8 @@
 #   bash egs/synth/pretrain.sh --stage 3 --models conditioned --exp-dir EXP_MIX --avg 1 --publish true
 #   # new token LMs and question model for the shipped model (its weights and ONNX files as they are):
 #   bash egs/synth/pretrain.sh --stage 4 --text-models-only true --text-hours 40 --exp-dir EXP_TEXT --publish true
+#   # the shipped model on test_real and Whisper base's rows, into its card (docs/real-speech.md):
+#   bash egs/synth/pretrain.sh --stage 4 --real-speech-only true --data-dir DATA --exp-dir EXP_REAL --publish true
 #
 # Options (defaults in brackets):
 #   --stage N --stop-stage M   stages to run [0 .. 5]
@@ -69,6 +71,10 @@
 #                              question model of the models in --out-dir: stage 4 runs the runtime
 #                              with --out-dir's ONNX files (no checkpoint needed; no RTF or latency
 #                              runs), stage 5 keeps the weights and the card's other tables [false]
+#   --real-speech-only true|false  stage 4 runs --out-dir's files on test_real (DATA_DIR/real, made by
+#                              stage 0 or prepare.sh --dataset real) and Whisper base on test, test_ood
+#                              and test_real (tools/setup_env.sh --whisper); stage 5 writes the card's
+#                              real-speech section, nothing else [false]
 #   Extra training options for both models: --train-opts "..." [the tiny defaults of train.py]
 #
 # Stages:
@@ -115,6 +121,7 @@ latency_chunks="16 32 64"
 latency_utts=50
 text_hours=""
 text_models_only=false
+real_speech_only=false
 lm_gcide_hours=0
 lm_n_prune=0,0,1,1,1
 
@@ -123,6 +130,9 @@ cmdline="bash egs/synth/pretrain.sh $*"
 . tools/recipe.sh  # path.sh, log, die, run_this
 case "$from_shipped" in true|false) ;; *) die "--from-shipped takes true or false, not '$from_shipped'" ;; esac
 case "$text_models_only" in true|false) ;; *) die "--text-models-only takes true or false, not '$text_models_only'" ;; esac
+case "$real_speech_only" in true|false) ;; *) die "--real-speech-only takes true or false, not '$real_speech_only'" ;; esac
+[ "$real_speech_only" = false ] || [ "$stage" -ge 4 ] ||
+  die "--real-speech-only true measures the shipped models: it runs stages 4-5 only (give --stage 4)"
 [ "$text_models_only" = false ] || [ "$stage" -ge 4 ] ||
   die "--text-models-only true keeps the shipped models: it runs stages 4-5 only (give --stage 4)"
 
@@ -143,7 +153,11 @@ if run_this 0; then
   [ -f "$out_dir/bpe.model" ] && bpe_opts=(--bpe-model "$out_dir/bpe.model")
   ./prepare.sh --dataset synth --data-dir "$data_dir" --train-hours "$train_hours" --voice-set "$voice_set" \
     --extra-voices "$extra_voices" --kokoro-voices "$kokoro_voices" --question-readings "$question_readings" --gcide-hours "$gcide_hours" --seed "$seed" --stop-stage 5 "${bpe_opts[@]}"
+  log "Stage 0: the real-speech test set test_real in $data_dir/real"
+  ./prepare.sh --dataset real --data-dir "$data_dir" --dl-dir "$data_dir/download"
 fi
+# recordings of people (prepare.sh --dataset real): decoded and reported beside the synthetic sets
+real_cuts=$data_dir/real/fbank/real_cuts_test_real.jsonl.gz
 bpe_dir=$(ls -d "$dir"/lang_bpe_* 2>/dev/null | head -n 1 || true)
 [ -n "$bpe_dir" ] || die "no tokenizer under $dir: run stage 0 first"
 
@@ -196,6 +210,13 @@ if run_this 2 && wants conditioned; then
 fi
 
 test_sets="test=$fbank/synth_cuts_test.jsonl.gz,test_ood=$fbank/synth_cuts_test_ood.jsonl.gz"
+runtime_sets="test=$fbank/synth_cuts_test.jsonl.gz test_ood=$fbank/synth_cuts_test_ood.jsonl.gz"
+if [ -f "$real_cuts" ]; then
+  test_sets="$test_sets,test_real=$real_cuts"
+  runtime_sets="$runtime_sets test_real=$real_cuts"
+else
+  log "No $real_cuts (prepare.sh --dataset real --data-dir $data_dir): test_real is not measured"
+fi
 if run_this 3; then
   for name in $models; do
     b=$(newest_checkpoint "$exp_dir/$name")
@@ -220,7 +241,38 @@ corpus_text() {
     --held-out "${held[@]}"
 }
 
-if run_this 4; then
+# the shipped model on test_real and Whisper base on every set (--real-speech-only true); the
+# normal stage 4 measures them too
+whisper_rows() {
+  for ts in $runtime_sets; do
+    t=${ts%%=*}
+    [ -f "$exp_dir/whisper_base/wer-summary-$t-N-whisper-base.json" ] && continue
+    rc=0
+    python3 scoring/whisper_score.py --cuts "${ts#*=}" --test-name "$t" --model base \
+      --output-dir "$exp_dir/whisper_base" --punct-map '!>.' > "$exp_dir/whisper_base-$t.log" 2>&1 || rc=$?
+    case $rc in
+      0) ;;
+      3|4) log "Stage 4: Whisper rows skipped (bash tools/setup_env.sh --whisper installs it)"; break ;;
+      *) die "scoring/whisper_score.py failed on $t (exit $rc): $exp_dir/whisper_base-$t.log" ;;
+    esac
+  done
+}
+if run_this 4 && [ "$real_speech_only" = true ]; then
+  [ -f "$real_cuts" ] || die "no $real_cuts: run prepare.sh --dataset real --data-dir $data_dir"
+  log "Stage 4: the shipped files of $out_dir on test_real (--real-speech-only)"
+  rm -rf "$exp_dir/conditioned/onnx"
+  mkdir -p "$exp_dir/conditioned/onnx"
+  cp "$out_dir"/*.onnx "$out_dir"/tokens.txt "$out_dir"/bpe.model "$out_dir"/*.arpa.gz "$out_dir"/questions.json.gz \
+    "$exp_dir/conditioned/onnx/"
+  for method in greedy_search modified_beam_search; do
+    python3 export/onnx_streaming.py --model-dir "$exp_dir/conditioned/onnx" --cuts "$real_cuts" \
+      --decoding-method "$method" --beam-size 4 \
+      --output "$exp_dir/conditioned/runtime-$method-test_real.tsv" \
+      --scores-json "$exp_dir/conditioned/runtime-$method-test_real.json" \
+      > "$exp_dir/conditioned/runtime-$method-test_real.log"
+  done
+  whisper_rows
+elif run_this 4; then
   b=
   if [ "$text_models_only" = false ]; then
     b=$(newest_checkpoint "$exp_dir/conditioned")
@@ -274,14 +326,17 @@ if run_this 4; then
     method=${run%-noq}
     questions=true
     [ "$run" = "$method" ] || questions=false
-    log "Stage 4: the runtime on test and test_ood ($method, --questions $questions)"
-    for t in test test_ood; do
-      python3 export/onnx_streaming.py --model-dir "$exp_dir/conditioned/onnx" --cuts "$fbank/synth_cuts_$t.jsonl.gz" \
+    log "Stage 4: the runtime on $(for ts in $runtime_sets; do printf '%s ' "${ts%%=*}"; done)($method, --questions $questions)"
+    for ts in $runtime_sets; do
+      t=${ts%%=*}
+      python3 export/onnx_streaming.py --model-dir "$exp_dir/conditioned/onnx" --cuts "${ts#*=}" \
         --decoding-method "$method" --beam-size 4 --questions "$questions" \
         --output "$exp_dir/conditioned/runtime-$run-$t.tsv" --scores-json "$exp_dir/conditioned/runtime-$run-$t.json" \
         > "$exp_dir/conditioned/runtime-$run-$t.log"
     done
   done
+  # Whisper base, the comparison system, on the same sets (when tools/setup_env.sh --whisper installed it)
+  whisper_rows
   if [ "$text_models_only" = false ]; then
     # latency and stability of the captions per chunk size (exports at 16 and 64 beside the shipped 32)
     systems=(--system "chunk-$chunk=$exp_dir/conditioned/onnx")
@@ -306,7 +361,8 @@ if run_this 5; then
     log "Stage 5: publishing into $out"
     python3 egs/synth/publish_pretrained.py --exp-dir "$exp_dir" --data-dir "$dir" --out-dir "$out" \
       --avg "$avg" --command "$cmdline" --train-hours "$train_hours" --text-hours "$text_hours" \
-      --lm-gcide-hours "$lm_gcide_hours" --models "${models// /,}" --text-models-only "$text_models_only"
+      --lm-gcide-hours "$lm_gcide_hours" --models "${models// /,}" --text-models-only "$text_models_only" \
+      --real-speech-only "$real_speech_only"
   fi
 fi
 log "Done (stages $stage..$stop_stage)."

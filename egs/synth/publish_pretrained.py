@@ -69,6 +69,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-mb", type=float, default=60.0, help="budget of the shipped files, in MB of 10^6 bytes")
     p.add_argument("--models", default="norm,conditioned",
                    help="models of --exp-dir to publish; the others keep what --out-dir ships")
+    p.add_argument("--real-speech-only", type=str2bool, default=False,
+                   help="keep the shipped model and its card, and write (or replace) the card's real-speech "
+                        "section: test_real with the runtime (stage 4's runtime-*-test_real.json and .tsv of the "
+                        "shipped files) and Whisper base's rows (stage 4's EXP_DIR/whisper_base)")
     p.add_argument("--text-models-only", type=str2bool, default=False,
                    help="copy only the LMs and the question model of --exp-dir into --out-dir (its runtime "
                         "rows measured with --out-dir's ONNX files) and update the card's lines about them")
@@ -273,13 +277,83 @@ def start_note(name: str, source: str, old_card: str, same_run: bool = False) ->
 
 
 RUNTIME_RUNS = ("greedy_search", "modified_beam_search", "modified_beam_search-noq")
+# the synthetic test sets (required) and the recordings of people (when prepare.sh --dataset real made them)
+REPORT_SETS = ("test", "test_ood", "test_real")
+REAL_SET = "test_real"
+
+
+def measured_sets(exp: Path) -> List[str]:
+    """The sets stage 4's runtime must have measured: test and test_ood, and test_real when it was."""
+    return [t for t in REPORT_SETS if t != REAL_SET
+            or any((exp / f"runtime-{run}-{t}.json").exists() for run in RUNTIME_RUNS)]
+
+
+def whisper_section(whisper_dir: Path) -> List[str]:
+    """Whisper base's rows (stage 4, ``scoring/whisper_score.py``) on the sets it transcribed, or nothing."""
+    rows = []
+    for t in REPORT_SETS:
+        f = {m: whisper_dir / f"wer-summary-{t}-{m}-whisper-base.json" for m in ("N", "P")}
+        if not f["N"].exists():
+            continue
+        n = json.loads(f["N"].read_text())
+        p = json.loads(f["P"].read_text()) if f["P"].exists() else {}
+        rows.append(f"| {t} | {fmt(n.get('wer'))} | {fmt(p.get('pc_wer'))} | {fmt(p.get('punc_er'))} | "
+                    f"{fmt(p.get('case_er'))} | {fmt(p.get('per'))} | {n['rtf']:.3f} |")
+    if not rows:
+        return []
+    return ["## Whisper base on the same sets", "",
+            "The comparison system of the paper: Whisper base (74M parameters, not streaming, trained on 680k h of "
+            "real speech), run by faster-whisper on this CPU (int8, beam 5, one thread; `tools/setup_env.sh "
+            "--whisper`), its text scored with our normalization and metrics (`scoring/whisper_score.py`, stage 4).",
+            "", "| test set | WER | PC-WER | PuncER | CaseER | PER | RTF (1 thread) |", "|---|---|---|---|---|---|---|",
+            *rows, ""]
+
+
+def real_groups_section(exp: Path, whisper_dir: Path, real_cuts: Path) -> List[str]:
+    """test_real per source and kind (a digit list and a sentence are not one figure): this model with
+    the runtime's greedy search and beam search, and Whisper base when it ran."""
+    from zipformer_pc.data.references import SYNTH_PUNCT
+    from zipformer_pc.metrics import score_groups
+    from zipformer_pc.transcripts import pair_transcripts, read_groups, read_transcripts
+
+    if not real_cuts.exists():
+        return []
+    systems = [(f"this model, {run.replace('_', ' ')}", exp / f"runtime-{run}-{REAL_SET}.tsv", True)
+               for run in ("greedy_search", "modified_beam_search")]
+    systems.append(("Whisper base", whisper_dir / f"recogs-{REAL_SET}-{{mode}}-whisper-base.txt", False))
+    groups = read_groups(str(real_cuts), ["source", "kind"])
+    table: Dict[str, Dict[str, Dict[str, dict]]] = {}
+    for name, path, runtime in systems:
+        for mode in ("N", "P"):
+            hyp = Path(str(path).format(mode=mode))
+            if not hyp.exists():
+                continue
+            refs = read_transcripts(str(real_cuts), "ref", mode)
+            hyps = read_transcripts(str(hyp), "hyp", mode if runtime else None)
+            pairs = pair_transcripts(refs, hyps).triples
+            for g, summ in score_groups(pairs, groups, SYNTH_PUNCT).items():
+                table.setdefault(g, {}).setdefault(name, {})[mode] = summ
+    names = [n for n, _, _ in systems if any(n in by for by in table.values())]
+    if not names:
+        return []
+    lines = [f"### `{REAL_SET}` per source and kind", "",
+             "WER (N) / PC-WER (P; `-`: no P reference in the group) per group of utterances.", "",
+             "| source/kind | utterances | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for g, by in table.items():
+        count = next(iter(next(iter(by.values())).values()))["num_utts"]
+        cells = []
+        for n in names:
+            m = by.get(n, {})
+            cells.append(f"{fmt(m.get('N', {}).get('wer'))} / {fmt(m.get('P', {}).get('pc_wer'))}")
+        lines.append(f"| {g} | {count} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def runtime_section(exp: Path) -> List[str]:
     """The ONNX runtime's scores as users run it (``runtime-RUN-SET.json`` of stage 4): greedy
     search, beam search with the token LMs, each with the question model, and beam search without it."""
     runs = [(run, t, json.loads((exp / f"runtime-{run}-{t}.json").read_text()))
-            for run in RUNTIME_RUNS for t in ("test", "test_ood") if (exp / f"runtime-{run}-{t}.json").exists()]
+            for run in RUNTIME_RUNS for t in REPORT_SETS if t != REAL_SET and (exp / f"runtime-{run}-{t}.json").exists()]
     if not runs:
         return []
     beam = next((r["search"] for run, _, r in runs if r["search"]["decoding_method"] == "modified_beam_search"), None)
@@ -446,7 +520,7 @@ def republish_text_models(args) -> None:
     if not (onnx_dir / "questions.json.gz").exists():
         raise SystemExit(f"No questions.json.gz in {onnx_dir}: run stage 4")
     newest_model = max(f.stat().st_mtime for f in text_models)
-    stale = [run for run in RUNTIME_RUNS for t in ("test", "test_ood")
+    stale = [run for run in RUNTIME_RUNS for t in measured_sets(exp)
              if not (exp / f"runtime-{run}-{t}.json").exists()
              or (exp / f"runtime-{run}-{t}.json").stat().st_mtime < newest_model]
     if stale:
@@ -490,8 +564,68 @@ def republish_text_models(args) -> None:
     print(f"Republished the LMs and the question model in {out} ({total_mb:.1f} MB)")
 
 
+REAL_HEADING = "## Real speech and Whisper base"
+
+
+def real_speech_section(exp_dir: Path, real_cuts: Path) -> List[str]:
+    """The card's real-speech block: the runtime on test_real (greedy and beam search), Whisper
+    base on every set it transcribed, and test_real per source and kind; empty when nothing was measured."""
+    exp = exp_dir / "conditioned"
+    runs = [(run, json.loads((exp / f"runtime-{run}-{REAL_SET}.json").read_text()))
+            for run in RUNTIME_RUNS if (exp / f"runtime-{run}-{REAL_SET}.json").exists()]
+    whisper = whisper_section(exp_dir / "whisper_base")
+    if not runs and not whisper:
+        return []
+    lines = [REAL_HEADING, "",
+             "`test_real` holds recordings of people (`prepare.sh --dataset real`: Asterisk's telephone prompts, "
+             "ALSA's channel clips, Drascula's voice acting; docs/real-speech.md); this model never heard a "
+             "person. The runtime as users run it on it:", ""]
+    if runs:
+        lines += ["| search | LMs | question model | WER | PC-WER | PuncER | CaseER | PER | RTF (1 thread) |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for run, r in runs:
+            n, p, search = r["scores"].get("N", {}), r["scores"].get("P", {}), r["search"]
+            lines.append(f"| {search['decoding_method']} | {'yes' if search.get('lms') else 'no'} | "
+                         f"{'yes' if search.get('questions') else 'no'} | {fmt(n.get('wer'))} | {fmt(p.get('pc_wer'))} | "
+                         f"{fmt(p.get('punc_er'))} | {fmt(p.get('case_er'))} | {fmt(p.get('per'))} | {r['rtf']:.3f} |")
+        lines.append("")
+    if whisper:
+        lines += ["#" + whisper[0]] + whisper[1:]
+    lines += real_groups_section(exp, exp_dir / "whisper_base", real_cuts)
+    return lines
+
+
+def republish_real_speech(args) -> None:
+    """``--real-speech-only``: the shipped card gets its real-speech block (replacing an earlier one)."""
+    card_path = args.out_dir / "MODEL_CARD.md"
+    if not card_path.exists():
+        raise SystemExit(f"{args.out_dir} has no MODEL_CARD.md: --real-speech-only updates a published model")
+    onnx_dir = args.exp_dir / "conditioned" / "onnx"
+    for f in sorted(args.out_dir.glob("encoder-*.onnx")):
+        if not (onnx_dir / f.name).exists() or not filecmp.cmp(f, onnx_dir / f.name, shallow=False):
+            raise SystemExit(f"{onnx_dir / f.name} is not the shipped {f}: measure the shipped files (pretrain.sh "
+                             "--stage 4 --real-speech-only true)")
+    block = real_speech_section(args.exp_dir, args.data_dir.parent / "real" / "fbank" / f"real_cuts_{REAL_SET}.jsonl.gz")
+    if not block:
+        raise SystemExit(f"Nothing measured on {REAL_SET} in {args.exp_dir}: run pretrain.sh --stage 4 "
+                         "--real-speech-only true")
+    block += [f"(Measured by `{args.command}`, commit {git_commit()}.)", ""]
+    lines = card_path.read_text().splitlines()
+    start = next((i for i, x in enumerate(lines) if x == REAL_HEADING), None)
+    if start is not None:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines[start:end] = block
+    else:
+        at = next((i for i, x in enumerate(lines) if x == "## Use"), len(lines))
+        lines[at:at] = block
+    card_path.write_text("\n".join(lines) + "\n")
+    print(f"Updated the real-speech section of {card_path}")
+
+
 def main() -> None:
     args = get_parser().parse_args()
+    if args.real_speech_only:
+        return republish_real_speech(args)
     if args.text_models_only:
         republish_text_models(args)
         return
@@ -584,7 +718,8 @@ def main() -> None:
     lines += ["",
               "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", "",
               "Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decoding.decode`), on `test` (the "
-              "training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick)."
+              "training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick), and `test_real` "
+              "(recordings of people, docs/real-speech.md) when `prepare.sh --dataset real` made it."
               + penalty_note(summ.get("blank_penalty") for c in card.values() for key in ("metrics", "beam_metrics")
                              for modes in c[key].values() for summ in modes.values()), ""]
     for name in ("norm", "conditioned"):
@@ -598,6 +733,8 @@ def main() -> None:
         for table in beam.values():
             lines += table + [""]
     lines += runtime_section(args.exp_dir / "conditioned")
+    lines += real_speech_section(args.exp_dir,
+                                 args.data_dir.parent / "real" / "fbank" / f"real_cuts_{REAL_SET}.jsonl.gz")
     fbank = args.data_dir / "fbank"
     voices = {part: speakers(fbank / f"synth_cuts_{part}.jsonl.gz") for part in ("train", "test_ood")
               if (fbank / f"synth_cuts_{part}.jsonl.gz").exists()}
@@ -633,8 +770,9 @@ def main() -> None:
     for name in kept:
         lines.append(kept_corpus_line(name, kept[name].source))
     lines += ["", stats.strip(), "", "## Known limits", "",
-              "* Trained and tested on synthetic speech only: expect much worse results on real recordings, "
-              "other accents, noise or far-field audio.",
+              "* Trained on synthetic speech only: on recordings of people (`test_real`, above, when measured; "
+              "docs/real-speech.md) it is far worse than on `test`, and worse still with other accents, noise or "
+              "far-field audio.",
               "* Domain: 19th-century English prose; vocabulary outside it (names, numbers, modern words) is weak.",
               f"* Punctuation: {marks_note(args.data_dir)}",
               "* The ONNX export is fixed to chunk 32 (640 ms of audio per encoder call) and left context 128 "

@@ -28,6 +28,10 @@
 #   --publish true|false       write RESULTS.md and figures/ to egs/synth (the committed results) [false:
 #                              EXP_DIR]
 #   --results-dir DIR          where RESULTS.md and figures/ go, overrides --publish
+#   --test-real true|false     also decode test_real, recordings of people (prepare.sh --dataset real,
+#                              docs/real-speech.md), report it beside Table II, and add Whisper base's
+#                              rows to every table when tools/setup_env.sh --whisper installed it
+#                              [true; quick: false]
 #   --systems LIST             systems to train/decode (names below) [all]
 #   --train-hours H            training speech synthesized by prepare.sh [size preset]
 #   --test-utts N              utterances in test and in test_ood [size preset]
@@ -88,6 +92,7 @@ data_dir=data
 exp_dir=egs/synth/exp
 publish=false
 results_dir=""
+test_real=""
 systems=all
 train_hours=""
 test_utts=""
@@ -122,11 +127,12 @@ is_bool "$from_scratch" || die "--from-scratch must be true or false"
 # presets: corpus size and budget per system
 if [ "$quick" = true ]; then
   size=tiny; def_batches=8; def_rtf=6; def_hours=""; def_test=""
-  def_latency=2; def_streams=1,2; load_seconds=3
+  def_latency=2; def_streams=1,2; load_seconds=3; test_real=${test_real:-false}
 else
   size=default; def_batches=400; def_rtf=50; def_hours=2; def_test=100
-  def_latency=50; def_streams=1,4,8,16,32; load_seconds=8
+  def_latency=50; def_streams=1,4,8,16,32; load_seconds=8; test_real=${test_real:-true}
 fi
+is_bool "$test_real" || die "--test-real must be true or false"
 if [ "$from_scratch" = true ]; then
   freeze_encoder=${freeze_encoder:-false}
   [ "$freeze_encoder" = false ] || die "--freeze-encoder true needs a trained encoder: not with --from-scratch true"
@@ -177,6 +183,7 @@ if run_this 0; then
   # fine-tuning keeps the shipped models' token ids: their tokenizer, not a new one
   [ "$from_scratch" = true ] || prep_opts+=(--bpe-model "$init_dir/bpe.model")
   ./prepare.sh --dataset synth --size "$size" --data-dir "$data_dir" --nj "$nj" --seed "$seed" "${prep_opts[@]}"
+  [ "$test_real" = false ] || ./prepare.sh --dataset real --data-dir "$data_dir" --dl-dir "$data_dir/download"
   end_stage 0
 fi
 
@@ -270,6 +277,14 @@ done
 
 # ----------------------------------------------------------------- decoding
 test_sets="test=$fbank/synth_cuts_test.jsonl.gz,test_ood=$fbank/synth_cuts_test_ood.jsonl.gz"
+real_cuts=$data_dir/real/fbank/real_cuts_test_real.jsonl.gz
+result_sets=(--test-set "test=in-domain: Jane Austen text, training voices"
+  --test-set "test_ood=out-of-domain: Moby Dick text, held-out voices")
+if [ "$test_real" = true ]; then
+  [ -f "$real_cuts" ] || run_this 0 || die "$real_cuts is missing: run stage 0 (or give --test-real false)"
+  test_sets="$test_sets,test_real=$real_cuts"
+  result_sets+=(--test-set "test_real=real speech: recordings of people (docs/real-speech.md)")
+fi
 restore_onnx=$dir/restore/p1/restore.onnx
 weights=(--iter "$num_batches" --avg "$avg")
 checkpoint=iter-$num_batches-avg-$avg
@@ -286,7 +301,7 @@ if run_this 4; then
       for extra in "${variants[@]}"; do
         tag=$(run_name "$sd"); [ -n "$extra" ] && tag=${tag}_cascade
         marker=$exp/.done.decode${extra:+-cascade}
-        want="$checkpoint chunk=$chunk left=$left blank-penalty=$blank_penalty"
+        want="$checkpoint chunk=$chunk left=$left blank-penalty=$blank_penalty test_real=$test_real"
         if done_as "$marker" "$want"; then
           log "  $tag: already decoded"; continue
         fi
@@ -300,6 +315,21 @@ if run_this 4; then
     done
   done
   wait_jobs
+  # Whisper base, the papers' comparison system, on the same sets (tools/setup_env.sh --whisper installs it)
+  if [ "$test_real" = true ]; then
+    for ts in ${test_sets//,/ }; do
+      t=${ts%%=*}
+      [ -f "$exp_dir/whisper_base/wer-summary-$t-N-whisper-base.json" ] && continue
+      rc=0
+      python3 scoring/whisper_score.py --cuts "${ts#*=}" --test-name "$t" --model base --punct-map '!>.' \
+        --output-dir "$exp_dir/whisper_base" > "$exp_dir/whisper_base-$t.log" 2>&1 || rc=$?
+      case $rc in
+        0) ;;
+        3|4) log "  Whisper rows skipped (bash tools/setup_env.sh --whisper installs faster-whisper and its model)"; break ;;
+        *) die "scoring/whisper_score.py failed on $t (exit $rc): $exp_dir/whisper_base-$t.log" ;;
+      esac
+    done
+  fi
   end_stage 4
 fi
 
@@ -381,8 +411,7 @@ if run_this 6; then
   begin_stage 6 "results tables and plots" "results"
   mkdir -p "$results_dir"
   python3 scoring/make_results.py --plan egs/systems.tsv --exp-dir "$exp_dir" --data-dir "$dir" \
-    --results-dir "$results_dir" --test-set "test=in-domain: Jane Austen text, training voices" \
-    --test-set "test_ood=out-of-domain: Moby Dick text, held-out voices" --checkpoint "$checkpoint" \
+    --results-dir "$results_dir" "${result_sets[@]}" --checkpoint "$checkpoint" \
     --training "$protocol, $num_batches batches of at most $max_duration s of audio (peak learning rate $base_lr)" \
     --encoder "$encoder" --num-seeds "$num_seeds" --command "$cmdline" --size "$size" --seed "$seed"
   end_stage 6

@@ -14,8 +14,9 @@ and turns into features with the one feature config.  Per cut, in this order:
    with harmonics, a fan: :func:`make_noise_pool`), or another utterance of
    the batch as babble (share ``babble`` of the noisy cuts), at a signal-to-noise
    ratio drawn uniformly from ``snr`` dB;
-3. **telephone band** (``phone``): resampled to 8 kHz and back, what a
-   phone line or an 8 kHz recording keeps of the voice;
+3. **narrow band** (``phone``): resampled to 8 kHz (a phone line) or 11.025
+   kHz (old recordings and games) and back, what such a channel keeps of
+   the voice;
 4. **codec** (``codec``): through a lossy codec (mp3, opus or gsm);
 5. **level** (always): a gain drawn from ``gain_db``, and clipping at a
    random overdrive (``clip``).
@@ -41,7 +42,7 @@ from zipformer_pc.features import SAMPLING_RATE
 
 NOISE_KINDS = ("white", "pink", "brown", "hum", "fan")
 CODECS = ("mp3", "opus", "gsm")
-PHONE_RATE = 8000
+PHONE_RATES = (8000, 11025)
 
 
 @dataclass(frozen=True)
@@ -217,8 +218,9 @@ class Augmenter:
                     c = c.mix(noise, snr=snr, preserve_id="left")
                     done.append(f"noise:{name}@{snr:.0f}dB")
             if r.random() < cfg.phone:
-                c = c.resample(PHONE_RATE).resample(SAMPLING_RATE)
-                done.append("phone")
+                rate = PHONE_RATES[r.randrange(len(PHONE_RATES))]
+                c = c.resample(rate).resample(SAMPLING_RATE)
+                done.append(f"band{rate}")
             if r.random() < cfg.codec:
                 codec = CODECS[r.randrange(len(CODECS))]
                 c = c.compress(codec=codec, compression_level=r.uniform(0.5, 0.99))
