@@ -49,6 +49,8 @@
 #   --proportions LIST            punctuated proportions [1.0,0.5,0.35,0.2,0.05]
 #   --parts LIST                  LibriSpeech parts [dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500]
 #   --restore-subsets LIST        train_pF subsets whose P text trains a restoration model [p1]
+#   --musan true|false            stage 7: MUSAN's noise and music as cuts for train.py --musan-cuts [false]
+#   --musan-url URL               where MUSAN comes from: http(s), file:// or a local path [OpenSLR 17]
 #
 # Stages, synth:
 #   0 text: Jane Austen (in-domain) and Moby Dick (out-of-domain) utterances
@@ -69,6 +71,9 @@
 # Both synth and librispeech:
 #   6 punctuation + truecasing restoration model (cascade baseline) and P' references:
 #     restore/pF/ (model, restore.onnx, results.md), fbank/DATASET_cuts_train_pauto_pF.jsonl.gz
+#   7 with --musan true: download MUSAN to DL_DIR/musan (11 GB, skipped when present) and write
+#     DATA_DIR/musan/musan_cuts.jsonl.gz, 10 s windows of its noise and music without features
+#     (local/prepare_musan.py), which training mixes into the audio (zipformer_pc.data.musan)
 #
 # Outputs under DATA_DIR/DATASET/: manifests/, fbank/ (cuts: DATASET_cuts_SPLIT.jsonl.gz,
 # train subsets DATASET_cuts_train_pF.jsonl.gz), lang_bpe_N/ (bpe.model, tokens.txt), subsets/.
@@ -98,6 +103,8 @@ proportions=1.0,0.5,0.35,0.2,0.05
 parts=dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500
 restore_subsets=p1
 custom_dir=""
+musan=false
+musan_url=https://www.openslr.org/resources/17/musan.tar.gz
 
 . tools/parse_options.sh
 . ./path.sh
@@ -112,6 +119,10 @@ case "$size" in
   default) dev_utts=150; preset_test=300; preset_hours=2.0; preset_vocab=256 ;;
   tiny) dev_utts=12; preset_test=12; preset_hours=0.06; preset_vocab=120 ;;
   *) echo "prepare.sh: --size must be default or tiny, not '$size'" >&2; exit 2 ;;
+esac
+case "$musan" in
+  true|false) ;;
+  *) echo "prepare.sh: --musan must be true or false, not '$musan'" >&2; exit 2 ;;
 esac
 case "$voice_set" in
   default|wide|mixed) ;;
@@ -346,6 +357,19 @@ if run_stage 6 restore "$opts"; then
       --cuts-out "$dir/fbank/${train_stem}_pauto_${sub}.jsonl.gz"
   done
   mark_done restore "$opts"
+fi
+
+if [ "$musan" = true ] && in_range 7; then
+  opts="url=$musan_url parts=noise,music window=10"
+  marker=$data_dir/musan/.done.musan
+  if [ -f "$marker" ] && [ "$(cat "$marker")" = "$opts" ]; then
+    log "Stage 7 (musan): already done with the same options, skipping"
+  else
+    log "Stage 7: MUSAN noise and music cuts"
+    python3 local/prepare_musan.py --dl-dir "$dl_dir" --output-dir "$data_dir/musan" --url "$musan_url" \
+      --parts noise,music --window 10
+    echo "$opts" > "$marker"
+  fi
 fi
 
 log "Done: $dir"

@@ -181,7 +181,7 @@ def test_librispeech_recipe_end_to_end(tmp_path):
     cmd = ["bash", "egs/librispeech/run.sh", "--data-dir", str(data), "--dl-dir", str(tmp_path / "download"),
            "--exp-dir", str(exp), "--results-dir", str(results),
            "--parts", "dev-clean,test-clean,test-other,train-clean-100,train-clean-360", "--systems", ",".join(SYSTEMS),
-           "--vocab-size", "100", "--prep-nj", "2", "--encoder", "tiny", "--world-size", "1", "--use-fp16", "false",
+           "--vocab-size", "100", "--prep-nj", "2", "--musan", "false", "--encoder", "tiny", "--world-size", "1", "--use-fp16", "false",
            "--num-epochs", "1", "--avg", "1", "--max-duration", "60", "--num-workers", "0",
            "--train-extra", "--num-threads 1", "--decode-nj", "2", "--decode-threads", "1",
            "--decode-max-duration", "60", "--rtf-utts", "3"]

@@ -195,3 +195,79 @@ def test_window_scans_equal_the_frame_by_frame_rule(seed):
     start = torch.cummax(start, dim=1).values  # as prune_ranges gives it: jumps of any size
     got = connect_windows(start, t_lens, max_start, step)
     assert torch.equal(got, sequential_bounds(start, t_lens, max_start, step))
+
+
+def brute_force_pruned(enc, dec, joiner, y, t_lens, u_lens, start, s_range):
+    """The pruned loss by a frame-by-frame dynamic programme over the kept nodes (float64, autograd
+    through it): node (t, u) is kept when start[t] <= u < start[t] + s_range; a path moves by the
+    blank arcs and symbol arcs of kept nodes only and ends with the blank leaving (T-1, U)."""
+    logp = joiner(enc[:, :, None], dec[:, None]).double().log_softmax(-1)  # (N, T, U+1, V)
+    total = 0.0
+    for i in range(enc.size(0)):
+        t_n, u_n = int(t_lens[i]), int(u_lens[i])
+        ninf = torch.tensor(float("-inf"), dtype=torch.float64)
+        alpha = {}
+        for t in range(t_n):
+            for u in range(u_n + 1):
+                if not start[i, t] <= u < start[i, t] + s_range:
+                    continue
+                terms = [torch.tensor(0.0, dtype=torch.float64)] if t == u == 0 else []
+                if (t - 1, u) in alpha:
+                    terms.append(alpha[(t - 1, u)] + logp[i, t - 1, u, 0])
+                if (t, u - 1) in alpha:
+                    terms.append(alpha[(t, u - 1)] + logp[i, t, u - 1, y[i, u - 1]])
+                alpha[(t, u)] = torch.logsumexp(torch.stack(terms), 0) if terms else ninf
+        total = total - (alpha[(t_n - 1, u_n)] + logp[i, t_n - 1, u_n, 0])
+    return total
+
+
+def windows_of(enc, dec, am_proj, lm_proj, y, t_lens, u_lens, s_range, lm_scale=0.25):
+    """The window starts pruned_rnnt_loss draws from its simple lattice."""
+    px, py = simple_lattice(am_proj(enc), lm_proj(dec), y, 0, lm_scale)
+    gpx, gpy = torch.autograd.grad(lattice_loss(px, py, t_lens, u_lens).sum(), [px, py])
+    return prune_ranges(-gpx, -gpy, t_lens, u_lens, s_range)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("s_range", [2, 3])
+def test_the_pruned_loss_and_its_gradients_equal_a_dynamic_programme_over_the_kept_nodes(s_range, dtype):
+    """Removed arcs by masks (blank 0 in the sums, -inf symbol arcs and nodes) leave exactly the
+    paths through the kept nodes, in float64 and in float32."""
+    enc, dec, joiner, am_proj, lm_proj, y, t_lens, u_lens = make_inputs(6)
+    start = windows_of(enc, dec, am_proj, lm_proj, y, t_lens, u_lens, s_range)
+    _, pruned = pruned_rnnt_loss(enc, t_lens, dec, joiner, am_proj, lm_proj, y, u_lens, prune_range=s_range,
+                                 lattice_dtype=dtype)
+    ref = brute_force_pruned(enc, dec, joiner, y, t_lens, u_lens, start, s_range)
+    assert torch.allclose(pruned.double(), ref, rtol=1e-5)
+    params = [enc, dec, joiner.output_linear.weight, joiner.decoder_proj.weight]
+    for a, b in zip(torch.autograd.grad(pruned, params), torch.autograd.grad(ref, params)):
+        assert torch.allclose(a.double(), b.double(), atol=1e-4 if dtype == torch.float32 else 1e-5)
+
+
+def test_float32_lattices_agree_with_float64_at_librispeech_lengths(monkeypatch):
+    """lattice_dtype=float32 at 400 frames and 100 tokens (the cumulative sums of a whole row):
+    with the same pruning windows, losses within 1e-6 relative and gradients within 5e-3 (relative
+    to their norm) of float64's.  (Posteriors that differ by that much may move a pruning window
+    where two are nearly as likely; either window is a valid pruning.)"""
+    from zipformer_pc.model import pruned_rnnt
+
+    g = torch.Generator().manual_seed(7)
+    n, t_max, u_max, v, c = 3, 400, 100, 64, 32
+    torch.manual_seed(7)
+    joiner, am_proj, lm_proj = Joiner(c, c, c, v), torch.nn.Linear(c, v), torch.nn.Linear(c, v)
+    enc = torch.randn(n, t_max, c, generator=g).requires_grad_()
+    dec = torch.randn(n, u_max + 1, c, generator=g).requires_grad_()
+    t_lens, u_lens = torch.tensor([400, 380, 360]), torch.tensor([100, 90, 80])
+    y = torch.randint(1, v, (n, u_max), generator=g)
+    start = windows_of(enc, dec, am_proj, lm_proj, y, t_lens, u_lens, 5)
+    monkeypatch.setattr(pruned_rnnt, "prune_ranges", lambda *a, **k: start)
+    out = {}
+    for dtype in (torch.float64, torch.float32):
+        simple, pruned = pruned_rnnt_loss(enc, t_lens, dec, joiner, am_proj, lm_proj, y, u_lens, prune_range=5,
+                                          lattice_dtype=dtype)
+        out[dtype] = (simple, pruned, torch.autograd.grad(0.5 * simple + pruned, [enc, dec]))
+    (s64, p64, g64), (s32, p32, g32) = out[torch.float64], out[torch.float32]
+    s32, s64, p32, p64 = (float(v.detach()) for v in (s32, s64, p32, p64))
+    assert abs(s32 - s64) < 1e-6 * s64 and abs(p32 - p64) < 1e-6 * p64
+    for a, b in zip(g32, g64):
+        assert float((a - b).norm()) < 5e-3 * float(b.norm())

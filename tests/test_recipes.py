@@ -203,7 +203,10 @@ def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
     for c in train:
         for opt in ("--encoder paper", "--world-size 4", "--dtype fp16", "--num-epochs 40",
                     "--max-duration 1000", "--bpe-model data/librispeech/lang_bpe_500/bpe.model",
-                    "--valid-cuts data/librispeech/fbank/librispeech_cuts_dev-clean.jsonl.gz"):
+                    "--valid-cuts data/librispeech/fbank/librispeech_cuts_dev-clean.jsonl.gz",
+                    # icefall's 960 h sampler and its MUSAN mixing
+                    "--num-buckets 30", "--bucket-buffer-size 210000",
+                    "--musan-cuts data/musan/musan_cuts.jsonl.gz"):
             assert opt in c, (opt, c)
     auto = [c for c in train if "--use-auto-punct true" in c]
     assert len(auto) == 3 and all("librispeech_cuts_train_pauto_p1.jsonl.gz" in c for c in auto)
@@ -232,6 +235,7 @@ def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
     assert sum("scoring/whisper_score.py" in c for c in cmds) == 2
     prep = [c for c in cmds if "prepare.sh" in c]
     assert len(prep) == 1 and "--dataset librispeech" in prep[0] and "--vocab-size 500" in prep[0]
+    assert prep[0].endswith("--musan true")
     assert len(cmds) == 75
     assert "75 command(s): 75 parse" in r.stdout
 

@@ -421,7 +421,8 @@ def test_autocast_and_the_grad_scaler_per_dtype_and_device(monkeypatch):
     made = []
 
     class Scaler:
-        def __init__(self, device, enabled):
+        def __init__(self, device, init_scale, enabled):
+            assert init_scale == 1.0  # --initial-grad-scale's default, icefall's
             made.append((device, enabled))
 
     monkeypatch.setattr(torch.amp, "GradScaler", Scaler)  # a real one disables itself without CUDA

@@ -16,19 +16,38 @@
 # corpus in LibriSpeech's layout (tests/test_librispeech_e2e.py: espeak-ng
 # speech, LibriSpeech-PC manifests, tiny encoder, 1 epoch on CPU, three
 # systems; --world-size 1 --use-fp16 false --vocab-size 100
-# --train-extra "--num-threads 1").  The figures below are ESTIMATES, not
-# measurements.  The paper trains 70M-parameter models for 40
-# epochs on 4 GPUs.  For scale, icefall's 70M Zipformer (pruned_transducer_
-# stateless7: 4 V100 32 GB, fp16, --max-duration 750, 960 h with 3-way speed
-# perturbation, i.e. ~2900 h per epoch) took about 80 minutes per epoch
-# (icefall pull request #672).  With this recipe's default (960 h per epoch,
-# no speed perturbation, --max-duration 1000), and assuming our PyTorch
-# Zipformer trains about as fast as icefall's (not measured on a GPU) and the
-# second transducer loss of the joint models costs 10-30% more, that is
-# roughly 30 minutes per epoch, 18-23 hours per model on 4 V100s, and about
-# two weeks of one 4-GPU machine for the 17 models (three times that with
-# --speed-perturb true; it could well be twice as slow).  Other stages:
-# downloading ~60 GB; fbank of ~1000 h on CPU (hours, --prep-nj jobs); the
+# --train-extra "--num-threads 1").  The paper trains 70M-parameter models
+# for 40 epochs on 4 GPUs; this recipe trains 17 of them (~66M parameters).
+#
+# TIME PER EPOCH: not measured on a GPU yet.  It comes from the GPU check,
+# benchmarks/gpu_check.py (docs/gpu-check.md), which trains this recipe's
+# paper-size models on LibriSpeech-shaped batches of --max-duration 1000 in
+# fp16 and bf16, in under 8 minutes, importing no lhotse:
+#   PYTHONPATH=. python benchmarks/gpu_check.py --out-json gpu_check.json
+# Its train rows give "s audio / s" (audio_seconds_per_second, one GPU, the
+# whole step); an epoch takes about
+#   960 h x 3600 x P / (s audio / s) / world size   seconds,
+# with P = 1 (this recipe's default) or 3 (--speed-perturb true, icefall's
+# 0.9x/1.1x copies), e.g. 960 x 3600 / 500 / 4 = 1728 s, 29 minutes, if a
+# check reported 500 s audio / s (that figure is only an example), 40 epochs
+# and 17 models in proportion.  The check's ddp rows say whether DDP costs
+# extra on that machine; its oom_scan whether --max-duration 1000 fits.  For
+# scale only, icefall's own figure for its 70M Zipformer (4 V100s, fp16,
+# ~2900 h per epoch) is about 80 minutes per epoch (icefall PR #672).
+# Measured on this 2-core CPU (docs/gpu-check.md, "LibriSpeech-scale costs
+# measured on the CPU", with the commands): the plain-PyTorch pruned loss
+# (used without k2) on a batch of 50 utterances of 400 encoder frames (16 s)
+# and 100 tokens, 500-token vocabulary, takes 6.4 to 9.4 s forward and
+# backward on 2 threads (the machine's load varies), 0.8 s of it in its
+# lattice recursions, and 1.1 GB at its peak (0.9 GB with --train-extra
+# "--lattice-dtype float32"); the training sampler's pass over a 960 h
+# manifest (281,241 cuts, 30 buckets, 210000-cut buffer) takes 27 s of one
+# core per epoch and 0.6 GB; neither bounds a GPU epoch.  With --musan true
+# (the default) the DataLoader reads, mixes and turns into fbank the half of
+# the cuts it mixes noise into, about 1,200 s of audio per second of one
+# worker thread here: --num-workers N keeps up while N x 2,000 exceeds the
+# GPU's s audio / s.  Other stages:
+# downloading ~60 GB (+11 GB MUSAN); fbank of ~1000 h on CPU (hours, --prep-nj jobs); the
 # restoration model of prepare.sh stage 6 trains on CPU (hours); decoding
 # (decode.py --device auto: the first GPU when there is one, else CPU) covers
 # 10.5 h of test audio x 2 methods x 18 (17 systems + the cascade),
@@ -37,8 +56,8 @@
 # RTF is measured on CPU.
 #
 # Needs: k2 for the pruned RNN-T loss (without it --loss pruned runs the
-# plain-PyTorch pruned loss, zipformer_pc/model/pruned_rnnt.py, at this scale
-# untested; --loss full, torchaudio's loss over the whole T x U x 500
+# plain-PyTorch pruned loss, zipformer_pc/model/pruned_rnnt.py, timed above on
+# a CPU, not yet in a GPU training; --loss full, torchaudio's loss over the whole T x U x 500
 # lattice, is slower and much hungrier for memory, so it would likely need a
 # smaller --max-duration: untested), CUDA GPUs for --world-size N, optionally
 # openai-whisper and its weights.
@@ -53,6 +72,12 @@
 #   --systems LIST                systems to train/decode/export (names below) [all]
 #   --parts LIST                  LibriSpeech parts [all seven: dev/test clean/other, the three train parts]
 #   --speed-perturb true|false    0.9x/1.1x training copies (prepare.sh) [false]
+#   --musan true|false            MUSAN noise and music mixed into half the training cuts at 10-20 dB SNR,
+#                                 as icefall does (prepare.sh --musan true downloads it, 11 GB; train.py
+#                                 --musan-cuts; a mixed cut's features are computed from its audio) [true]
+#   --num-buckets N               duration buckets of the training sampler [30, icefall's]
+#   --bucket-buffer-size N        cuts the sampler holds and shuffles over [210000: icefall's 30 x 2000
+#                                 plus its 150k shuffle buffer, which lhotse >= 1.20 adds to buffer_size]
 #   --vocab-size N                sentencepiece vocabulary (prepare.sh) [500]
 #   --prep-nj N                   data preparation jobs [8]
 #   --encoder NAME                encoder config of zipformer_pc.training.train [paper]
@@ -113,6 +138,9 @@ results_dir=egs/librispeech
 systems=all
 parts=dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500
 speed_perturb=false
+musan=true
+num_buckets=30
+bucket_buffer_size=210000
 vocab_size=500
 prep_nj=8
 encoder=paper
@@ -144,11 +172,12 @@ cmdline="bash egs/librispeech/run.sh $*"
 . tools/recipe.sh
 
 is_int() { case "$1" in ''|*[!0-9]*) return 1 ;; *) return 0 ;; esac; }
-for v in stage stop_stage vocab_size num_epochs avg world_size decode_nj decode_threads rtf_utts prep_nj num_workers seed; do
+for v in stage stop_stage vocab_size num_epochs avg world_size decode_nj decode_threads rtf_utts prep_nj num_workers seed \
+    num_buckets bucket_buffer_size; do
   is_int "${!v}" || die "--${v//_/-} must be a non-negative integer, not '${!v}'"
 done
 [ "$stage" -le "$stop_stage" ] || die "--stage ($stage) is after --stop-stage ($stop_stage): nothing to do"
-for v in dry_run speed_perturb; do
+for v in dry_run speed_perturb musan; do
   case "${!v}" in true|false) ;; *) die "--${v//_/-} must be true or false, not '${!v}'" ;; esac
 done
 case "$use_fp16" in true|false|"") ;; *) die "--use-fp16 must be true or false, not '$use_fp16'" ;; esac
@@ -183,6 +212,7 @@ dir=$data_dir/librispeech
 fbank=$dir/fbank
 bpe_dir=$dir/lang_bpe_$vocab_size
 restore_onnx=$dir/restore/p1/restore.onnx
+musan_cuts=$data_dir/musan/musan_cuts.jsonl.gz
 # prepare.sh stage 4 combines several training parts into librispeech_cuts_train;
 # a single part keeps its own name
 train_parts=()
@@ -221,7 +251,7 @@ if run_this 0; then
   log "Stage 0: data preparation (prepare.sh --dataset librispeech)"
   run ./prepare.sh --dataset librispeech --data-dir "$data_dir" --dl-dir "$dl_dir" --parts "$parts" \
     --speed-perturb "$speed_perturb" --vocab-size "$vocab_size" --proportions 1.0,0.5,0.35,0.2,0.05 \
-    --restore-subsets p1 --nj "$prep_nj" --seed "$seed"
+    --restore-subsets p1 --nj "$prep_nj" --seed "$seed" --musan "$musan"
 fi
 
 # -------------------------------------------------------------- stages 1 to 3
@@ -229,6 +259,11 @@ train_system() {
   local exp=$exp_dir/$name manifest=$fbank/${train_stem}_$(train_cuts_suffix).jsonl.gz start=1
   need "$manifest" "run stage 0 first"
   need "$bpe_dir/bpe.model" "run stage 0 first"
+  local musan_opts=()
+  if [ "$musan" = true ]; then
+    need "$musan_cuts" "run stage 0 first (prepare.sh --musan true), or give --musan false"
+    musan_opts=(--musan-cuts "$musan_cuts")
+  fi
   if [ "$dry_run" = false ]; then
     start=$(first_epoch "$exp" "$num_epochs")
     if [ "$start" -gt "$num_epochs" ]; then log "  $name: already trained ($num_epochs epochs)"; return 0; fi
@@ -239,6 +274,7 @@ train_system() {
     --train-cuts "$manifest" --valid-cuts "$valid_cuts" --bpe-model "$bpe_dir/bpe.model" \
     --world-size "$world_size" --dtype "$dtype" --num-epochs "$num_epochs" --start-epoch "$start" \
     --max-duration "$max_duration" --num-workers "$num_workers" --loss "$loss" \
+    --num-buckets "$num_buckets" --bucket-buffer-size "$bucket_buffer_size" "${musan_opts[@]}" \
     --master-port "$master_port" --seed "$seed" $(train_options) $train_extra
   [ "$dry_run" = true ] || echo "$*" > "$exp/train_cmd.txt"
   log "  training $name (epochs $start..$num_epochs; log: $exp/log/)"

@@ -3,8 +3,11 @@
 One place builds the lhotse samplers: training shuffles cuts into duration
 buckets (``DynamicBucketingSampler``; ``num_buckets=1``: ``DynamicCutSampler``),
 or reads them shortest first (``sort_by_duration``: SortaGrad's first epochs),
-and may warp the frequency axis, apply SpecAugment and the paper's random
-per-batch P split;
+and may mix MUSAN noise in (:mod:`zipformer_pc.data.musan`), warp the
+frequency axis, apply SpecAugment and the paper's random per-batch P split;
+``bucket_buffer_size`` and ``num_cuts_for_bins_estimate`` are lhotse's
+``buffer_size`` and ``num_cuts_for_bins_estimate`` (960 h: icefall's 30
+buckets and 210000 cuts, benchmarks/sampler_speed.py);
 validation and decoding read the cuts in order, in two duration buckets (a single cut: none).
 Every loader yields the batches of :class:`~zipformer_pc.data.dataset.PCAsrDataset`;
 ``loader.sampler`` and ``loader.dataset`` are the sampler and the dataset
@@ -57,7 +60,8 @@ class PCAsrDataModule:
                          freq_warp: float = 0.0, augment=None,
                          punct_proportion: Optional[float] = None, use_auto_punct: bool = False,
                          num_workers: int = 0, sort_by_duration: bool = False,
-                         sort_fraction: float = 1.0) -> torch.utils.data.DataLoader:
+                         sort_fraction: float = 1.0, bucket_buffer_size: int = 20000,
+                         num_cuts_for_bins_estimate: int = 10000, musan=None) -> torch.utils.data.DataLoader:
         """``sort_by_duration``: every epoch reads the cuts in one order, shortest first (ties by id),
         in batches of up to ``max_duration`` seconds (``num_buckets`` is ignored); the cuts are
         loaded into memory to sort them.  ``sort_fraction``: only the shortest cuts that make up
@@ -66,7 +70,8 @@ class PCAsrDataModule:
         from lhotse.dataset import DynamicBucketingSampler, DynamicCutSampler
 
         dataset = PCAsrDataset(self.tokenizer, spec_augment=spec_augment() if use_spec_augment else None,
-                               freq_warp=freq_warp, augment=augment, punct_proportion=punct_proportion,
+                               freq_warp=freq_warp, augment=augment, musan=musan,
+                               punct_proportion=punct_proportion,
                                use_auto_punct=use_auto_punct, seed=self.seed)
         opts = dict(max_duration=self.max_duration, shuffle=True, drop_last=False, seed=self.seed,
                     world_size=self.world_size, rank=self.rank)
@@ -83,7 +88,8 @@ class PCAsrDataModule:
                 warnings.filterwarnings("ignore", message=".*eagerly read CutSet")
                 sampler = DynamicCutSampler(cuts, **{**opts, "shuffle": False})
         elif num_buckets > 1:
-            sampler = DynamicBucketingSampler(cuts, num_buckets=num_buckets, **opts)
+            sampler = DynamicBucketingSampler(cuts, num_buckets=num_buckets, buffer_size=bucket_buffer_size,
+                                              num_cuts_for_bins_estimate=num_cuts_for_bins_estimate, **opts)
         else:
             sampler = DynamicCutSampler(cuts, **opts)
         return torch.utils.data.DataLoader(dataset, sampler=sampler, batch_size=None, num_workers=num_workers)

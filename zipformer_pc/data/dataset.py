@@ -52,6 +52,18 @@ def warp_frequencies(features: torch.Tensor, alpha: float, cutoff: float = 0.8) 
     return features[..., lo] * (1 - frac) + features[..., lo + 1] * frac
 
 
+def _pad(feats) -> "tuple[torch.Tensor, torch.Tensor]":
+    """Per-cut features (T_i, F) -> (N, T_max, F) padded as lhotse pads log-mel features
+    (the model masks the padding) and their lengths (N,) int32."""
+    from lhotse.utils import LOG_EPSILON
+
+    lens = torch.tensor([f.shape[0] for f in feats], dtype=torch.int32)
+    out = torch.full((len(feats), int(lens.max()), feats[0].shape[1]), float(LOG_EPSILON))
+    for i, f in enumerate(feats):
+        out[i, : f.shape[0]] = f
+    return out, lens
+
+
 class PCAsrDataset(torch.utils.data.Dataset):
     """Maps a CutSet (one batch) to a dict of tensors and token lists.
 
@@ -72,6 +84,9 @@ class PCAsrDataset(torch.utils.data.Dataset):
       augment: an :class:`~zipformer_pc.data.augment.Augmenter`: each cut's audio is
         augmented (room, noise, channel, level) and its features computed from it, with
         the one feature config, instead of read; None: the stored features.
+      musan: a :class:`~zipformer_pc.data.musan.MusanMixer`: noise and music mixed into
+        some cuts (after ``augment``); a mixed cut's features are computed from its audio
+        when the noise has no stored features, the other cuts read theirs.
     """
 
     def __init__(
@@ -83,6 +98,7 @@ class PCAsrDataset(torch.utils.data.Dataset):
         use_auto_punct: bool = False,
         seed: int = 42,
         augment=None,
+        musan=None,
     ) -> None:
         super().__init__()
         if punct_proportion is not None and not 0.0 <= punct_proportion <= 1.0:
@@ -98,6 +114,7 @@ class PCAsrDataset(torch.utils.data.Dataset):
         self.seed = seed
         self.epoch = 0
         self.augment = augment
+        self.musan = musan
         self._extractor = None
         #: augmented cuts whose audio could not be made, read plain instead
         self.augment_failures = 0
@@ -115,6 +132,8 @@ class PCAsrDataset(torch.utils.data.Dataset):
         if self._extractor is None:
             self._extractor = lhotse_fbank()
         augmented, _ = self.augment(list(cuts), self.epoch)
+        if self.musan is not None:  # after the augmentation, whose babble reads the batch's plain cuts
+            augmented = list(self.musan(augmented, self.epoch))
         feats = []
         for plain, cut in zip(cuts, augmented):
             try:
@@ -125,14 +144,25 @@ class PCAsrDataset(torch.utils.data.Dataset):
                                 f"({self.augment_failures} so far)")
                 audio = plain.drop_features().resample(SAMPLING_RATE).load_audio()
             feats.append(torch.from_numpy(self._extractor.extract(audio[0], SAMPLING_RATE)))
-        lens = torch.tensor([f.shape[0] for f in feats], dtype=torch.int32)
-        from lhotse.utils import LOG_EPSILON
+        return _pad(feats)
 
-        # padded frames as lhotse pads log-mel features (the model masks them)
-        out = torch.full((len(feats), int(lens.max()), feats[0].shape[1]), float(LOG_EPSILON))
-        for i, f in enumerate(feats):
-            out[i, : f.shape[0]] = f
-        return out, lens
+    def _mixed_features(self, cuts):
+        """Features of ``cuts`` where some are mixes: those whose noise has no stored features
+        from their mixed audio (the one feature config), the others as stored (lhotse mixes
+        features when every track has them)."""
+        from zipformer_pc.data.musan import needs_audio
+        from zipformer_pc.features import SAMPLING_RATE, lhotse_fbank
+
+        feats = []
+        for cut in cuts:
+            if needs_audio(cut):
+                if self._extractor is None:
+                    self._extractor = lhotse_fbank()
+                audio = cut.load_audio()
+                feats.append(torch.from_numpy(self._extractor.extract(audio[0], SAMPLING_RATE)))
+            else:
+                feats.append(torch.from_numpy(cut.load_features()))
+        return _pad(feats)
 
     def __getitem__(self, cuts) -> Dict[str, object]:
         from lhotse.dataset.collation import collate_features
@@ -140,6 +170,8 @@ class PCAsrDataset(torch.utils.data.Dataset):
         cuts = cuts.sort_by_duration(ascending=False)
         if self.augment is not None:
             features, feature_lens = self._augmented_features(cuts)
+        elif self.musan is not None:
+            features, feature_lens = self._mixed_features(self.musan(cuts, self.epoch))
         else:
             features, feature_lens = collate_features(cuts)
         if self.freq_warp > 0:

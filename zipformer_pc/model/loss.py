@@ -64,6 +64,8 @@ class LossConfig:
     lm_scale: float = 0.25
     simple_loss_scale: float = 0.5
     warm_step: int = 2000
+    # the plain-PyTorch pruned loss's lattice recursions: float64 or float32 (docs/gpu-check.md)
+    lattice_dtype: str = "float64"
 
 
 def pad_targets(targets, blank_id: int, device) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -128,6 +130,7 @@ def transducer_loss(
                 encoder_out.float(), encoder_lens, decoder_out.float(), joiner, simple_am_proj, simple_lm_proj,
                 y, y_lens,
                 blank_id=blank_id, prune_range=cfg.prune_range, lm_scale=cfg.lm_scale, am_scale=cfg.am_scale,
+                lattice_dtype=getattr(torch, cfg.lattice_dtype),
             )
     s, p = cfg.simple_loss_scale, 1.0
     if batch_idx is not None and batch_idx < cfg.warm_step:

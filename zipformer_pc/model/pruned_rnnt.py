@@ -21,63 +21,92 @@ full RNN-T loss (tested against torchaudio).  Lattice convention: symbol arcs
 (t, u) -> (t, u+1), blank arcs (t, u) -> (t+1, u); a path starts at (0, 0) and
 ends with the blank leaving (T-1, U), as in torchaudio and k2's "regular"
 topology.
+
+Removed arcs.  The recursions sum blank log-probabilities along each row
+with one cumulative sum, so a removed arc cannot be a large negative number
+(a few hundred frames of them would make sums of millions, whose float32
+rounding errors exceed the loss).  Instead a removed blank arc adds 0 to the
+sums, a symbol arc into a node outside the kept windows is -inf, and a node
+outside them gets alpha = beta = -inf.  As the windows never move down and
+move up by at most ``s_range - 1`` nodes a frame, each row is kept on one
+interval of frames, so every path the sums admit runs through kept nodes
+only.  The sums then stay as small as the log-probabilities of real paths,
+and ``lattice_dtype=torch.float32`` agrees with float64 to about 1e-6 in the
+loss and 1e-3 in the gradients, as close as float32 log-probabilities of a few
+thousand allow (tests/test_pruned_rnnt.py; speed and memory:
+benchmarks/loss_speed.py, docs/gpu-check.md).  float64 stays the default.
+An utterance with more than ``s_range - 1`` tokens per frame has no path
+through the windows: its pruned loss is inf (a batch train.py then skips as
+non-finite; local/make_subsets.py already drops cuts with more tokens than
+encoder frames).
 """
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 
-# Log-weight of a removed arc: finite so that the recursion's cumulative sums
-# stay finite, small enough that no path through one counts (float64).
-_REMOVED = -1.0e4
+#: the precision of the lattice recursions unless asked otherwise
+DEFAULT_LATTICE_DTYPE = torch.float64
 
 
-def _forward_scores(px: torch.Tensor, py: torch.Tensor) -> torch.Tensor:
-    """alpha(t, u): log-weight of all partial paths from (0, 0) to node (t, u), (N, T, U+1).
+def _forward_scores(px: torch.Tensor, py: torch.Tensor, kept: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """alpha(t, u): log-weight of all partial paths from (0, 0) to node (t, u).
 
+    Rows first: px (U, N, T), py and ``kept`` (U+1, N, T), alpha (U+1, N, T), so that
+    each step of the recursion reads and writes whole contiguous rows.
     The recursion runs over the symbol positions u (U+1 steps, far fewer than
     the T frames of a BPE transducer), each step one logcumsumexp over time.
-    cb[t, u] = sum of the blank arcs (0..t-1, u), moving right along row u.  Row
+    cb[u, t] = sum of the blank arcs (u, 0..t-1), moving right along row u.  Row
     u is entered from row u-1 by a symbol arc at some frame k:
       alpha(t, u) = logsum_{k<=t} [alpha(k, u-1) + px(k, u-1)] + cb[t, u] - cb[k, u]
+    ``kept``: the nodes of the pruned lattice; the others get -inf.
     """
-    n, t_max, u1 = py.shape
-    cb = torch.cat([py.new_zeros(n, 1, u1), py.cumsum(dim=1)[:, :-1]], dim=1)
-    alphas = py.new_empty(n, t_max, u1)
-    alphas[:, :, 0] = cb[:, :, 0]  # row 0: blanks only, from (0, 0)
+    u1, n, _ = py.shape
+    cb = torch.cat([py.new_zeros(u1, n, 1), py[:, :, :-1].cumsum(dim=2)], dim=2)
+    alphas = torch.empty_like(py)
+    off = float("-inf")  # a Python scalar: no host-to-device copy (which would wait for the GPU)
+    alphas[0] = cb[0] if kept is None else torch.where(kept[0], cb[0], off)  # row 0: blanks only, from (0, 0)
     for u in range(1, u1):
-        c = cb[:, :, u]
-        alphas[:, :, u] = c + torch.logcumsumexp(alphas[:, :, u - 1] + px[:, :, u - 1] - c, dim=1)
+        c = cb[u]
+        row = c + torch.logcumsumexp(alphas[u - 1] + px[u - 1] - c, dim=1)
+        alphas[u] = row if kept is None else torch.where(kept[u], row, off)
     return alphas
 
 
-def _backward_scores(px: torch.Tensor, py: torch.Tensor, t_lens: torch.Tensor, u_lens: torch.Tensor) -> torch.Tensor:
+def _backward_scores(px: torch.Tensor, py: torch.Tensor, t_lens: torch.Tensor, u_lens: torch.Tensor,
+                     kept: Optional[torch.Tensor] = None) -> torch.Tensor:
     """beta(t, u): log-weight of all partial paths from node (t, u) to the end,
-    final blank included, (N, T, U+1); -inf off each utterance's lattice.
+    final blank included, rows first as :func:`_forward_scores` (U+1, N, T); -inf
+    off each utterance's lattice.
 
     The mirror of :func:`_forward_scores`, from row U down: row u leaves to row
     u+1 by a symbol arc at some frame k >= t after the blanks t..k-1:
       beta(t, u) = logsum_{t<=k<T_n} [px(k, u) + beta(k, u+1) + cb[k, u]] - cb[t, u]
     and row U_n is blanks to the end, cb[T_n, U_n] - cb[t, U_n] + 0.
     """
-    n, t_max, u1 = py.shape
-    cbf = torch.cat([py.new_zeros(n, 1, u1), py.cumsum(dim=1)], dim=1)  # (N, T+1, U+1)
-    cb = cbf[:, :-1]
+    u1, n, t_max = py.shape
+    cbf = torch.cat([py.new_zeros(u1, n, 1), py.cumsum(dim=2)], dim=2)  # (U+1, N, T+1)
     on_time = torch.arange(t_max, device=py.device)[None, :] < t_lens[:, None]  # (N, T)
-    off = torch.tensor(float("-inf"), dtype=py.dtype, device=py.device)
-    last = cbf.gather(1, t_lens.view(n, 1, 1).expand(n, 1, u1)).squeeze(1)  # cb[T_n, u], (N, U+1)
-    betas = py.new_empty(n, t_max, u1)
+    off = float("-inf")  # a Python scalar: no host-to-device copy (which would wait for the GPU)
+    last = cbf.gather(2, t_lens.view(1, n, 1).expand(u1, n, 1))  # cb[T_n, u], (U+1, N, 1)
+    betas = torch.empty_like(py)
     for u in range(u1 - 1, -1, -1):
-        c = cb[:, :, u]
-        end_row = torch.where(on_time, last[:, u, None] - c, off)
+        c = cbf[u, :, :-1]
+        end_row = torch.where(on_time, last[u] - c, off)
         if u == u1 - 1:
             row = end_row
         else:
-            leave = torch.where(on_time, px[:, :, u] + betas[:, :, u + 1] + c, off)
+            leave = torch.where(on_time, px[u] + betas[u + 1] + c, off)
             row = torch.logcumsumexp(leave.flip(1), dim=1).flip(1) - c
             row = torch.where((u_lens == u)[:, None], end_row, row)
-        betas[:, :, u] = torch.where((u_lens >= u)[:, None], row, off)
+        on = (u_lens >= u)[:, None]
+        betas[u] = torch.where(on if kept is None else on & kept[u], row, off)
     return betas
+
+
+def _rows_first(x: torch.Tensor) -> torch.Tensor:
+    """(N, T, U) -> (U, N, T), contiguous."""
+    return x.permute(2, 0, 1).contiguous()
 
 
 class _LatticeLoss(torch.autograd.Function):
@@ -85,16 +114,20 @@ class _LatticeLoss(torch.autograd.Function):
     recursion (autograd through the forward recursion's logcumsumexps costs
     several times the forward).  The posteriors are kept for a second backward
     (``pruned_rnnt_loss`` asks for them once for the pruning bounds and once
-    more in the training loss's backward)."""
+    more in the training loss's backward).  Inside, the lattice is stored rows
+    first (U+1, N, T); the gradients go back as (N, T, U+1) views of it."""
 
     @staticmethod
-    def forward(ctx, px, py, t_lens, u_lens):
-        n, t_max, u1 = py.shape
-        alphas = _forward_scores(px, py)
+    def forward(ctx, px, py, t_lens, u_lens, kept):
+        n = py.size(0)
+        px, py = _rows_first(px), _rows_first(py)
+        kept = _rows_first(kept) if kept is not None else None
+        alphas = _forward_scores(px, py, kept)
         idx_n = torch.arange(n, device=py.device)
         last_t = (t_lens - 1).clamp(min=0)
-        log_z = alphas[idx_n, last_t, u_lens] + py[idx_n, last_t, u_lens]
+        log_z = alphas[u_lens, idx_n, last_t] + py[u_lens, idx_n, last_t]
         ctx.save_for_backward(px, py, alphas, t_lens, u_lens, log_z)
+        ctx.kept = kept
         ctx.posteriors = None
         return -log_z
 
@@ -102,34 +135,61 @@ class _LatticeLoss(torch.autograd.Function):
     def backward(ctx, grad):
         if ctx.posteriors is None:
             px, py, alphas, t_lens, u_lens, log_z = ctx.saved_tensors
-            n, t_max, u1 = py.shape
-            betas = _backward_scores(px, py, t_lens, u_lens)
-            base = alphas - log_z.view(n, 1, 1)
-            post_x = (base[:, :, :-1] + px + betas[:, :, 1:]).exp()
+            u1, n, _ = py.shape
+            betas = _backward_scores(px, py, t_lens, u_lens, ctx.kept)
+            base = alphas - log_z.view(1, n, 1)
+            post_x = (base[:-1] + px + betas[1:]).exp()
             # a blank at (t, u) goes on to (t+1, u); the final blank leaves (T_n-1, U_n)
-            after = torch.cat([betas[:, 1:], betas.new_full((n, 1, u1), float("-inf"))], dim=1)
+            after = torch.cat([betas[:, :, 1:], betas.new_full((u1, n, 1), float("-inf"))], dim=2)
             idx_n = torch.arange(n, device=py.device)
-            after[idx_n, (t_lens - 1).clamp(min=0), u_lens] = 0.0
+            after[u_lens, idx_n, (t_lens - 1).clamp(min=0)] = 0.0
             post_y = (base + py + after).exp()
-            ctx.posteriors = (post_x, post_y)
+            ctx.posteriors = (post_x.permute(1, 2, 0), post_y.permute(1, 2, 0))
+            ctx.kept = None
         post_x, post_y = ctx.posteriors
         scale = -grad.view(-1, 1, 1)
-        return post_x * scale, post_y * scale, None, None
+        return post_x * scale, post_y * scale, None, None, None
 
 
-def lattice_loss(px: torch.Tensor, py: torch.Tensor, t_lens: torch.Tensor, u_lens: torch.Tensor) -> torch.Tensor:
+class _ArcLogProbs(torch.autograd.Function):
+    """``log_softmax(logits).gather(-1, idx)`` (the symbol and blank arcs of each kept node)
+    without the (N, T, s, V) log-probabilities: only the log-normaliser is kept, and the
+    backward writes the logits' gradient, ``scatter(g) - softmax * sum(g)``, into one tensor
+    in place (autograd would fill a zero tensor, scatter into it, then make another for
+    log_softmax's backward)."""
+
+    @staticmethod
+    def forward(ctx, logits, idx):
+        lse = logits.logsumexp(dim=-1, keepdim=True)
+        ctx.save_for_backward(logits, idx, lse)
+        return logits.gather(-1, idx) - lse
+
+    @staticmethod
+    def backward(ctx, g):
+        logits, idx, lse = ctx.saved_tensors
+        grad = (logits - lse).exp_()
+        grad.mul_(-g.sum(dim=-1, keepdim=True))
+        return grad.scatter_add_(-1, idx, g), None
+
+
+def lattice_loss(px: torch.Tensor, py: torch.Tensor, t_lens: torch.Tensor, u_lens: torch.Tensor,
+                 kept: Optional[torch.Tensor] = None, dtype: torch.dtype = DEFAULT_LATTICE_DTYPE) -> torch.Tensor:
     """Negative log-probability of all alignments, per utterance.
 
     Args:
       px: (N, T, U) log-probability of emitting symbol u+1 at node (t, u).
       py: (N, T, U+1) log-probability of blank at node (t, u).
       t_lens, u_lens: (N,) frames (at least 1) and symbols of each utterance.
+      kept: (N, T, U+1) bool, the nodes of a pruned lattice (None: all).  A removed
+        node's blank arc must be 0 in ``py`` and symbol arcs into it -inf in ``px``
+        (see the module's notes); the kept nodes of each row must be one interval of frames.
+      dtype: the precision of the recursions (float64, or float32).
     Returns:
-      (N,) losses (float64); their gradient with respect to px / py is minus
+      (N,) losses in ``dtype``; their gradient with respect to px / py is minus
       the posterior of each arc.
     """
     long = dict(device=py.device, dtype=torch.long)
-    return _LatticeLoss.apply(px.double(), py.double(), t_lens.to(**long), u_lens.to(**long))
+    return _LatticeLoss.apply(px.to(dtype), py.to(dtype), t_lens.to(**long), u_lens.to(**long), kept)
 
 
 def _symbol_arcs(am: torch.Tensor, lm: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -183,7 +243,7 @@ def prune_ranges(
     """
     n, t_max, u1 = py_post.shape
     s = min(s_range, u1)
-    occ = py_post.clone()
+    occ = py_post.clone(memory_format=torch.contiguous_format)  # the lattice gives it rows first
     occ[:, :, : u1 - 1] += px_post
     # mass of every window start: sum of occ over [start, start + s)
     csum = torch.cat([occ.new_zeros(n, t_max, 1), occ.cumsum(dim=2)], dim=2)
@@ -230,6 +290,7 @@ def pruned_rnnt_loss(
     prune_range: int = 5,
     lm_scale: float = 0.25,
     am_scale: float = 0.0,
+    lattice_dtype: torch.dtype = DEFAULT_LATTICE_DTYPE,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """(simple loss, pruned loss), each summed over the batch.
 
@@ -239,20 +300,32 @@ def pruned_rnnt_loss(
       joiner: has ``encoder_proj``, ``decoder_proj`` and
         ``forward(enc, dec, project_input=False)``.
       y: (N, U) targets (padding ignored beyond ``y_lens``).
+      lattice_dtype: the precision of the lattice recursions (float64; float32 is about as
+        exact, see the module's notes, and takes half the memory).
+
+    On a GPU the lattice spans the padded sizes of the inputs (T = ``encoder_out.size(1)``,
+    U = ``y.size(1)``), which a batch's longest utterance fills, so that the lengths are not
+    read on the host (each read waits for the GPU); on a CPU, where a read costs nothing, the
+    padding beyond the longest lengths is cut off first (a head trained on some of a batch's
+    utterances only).  The losses are the same either way.
     """
-    t_max = int(encoder_lens.max())
-    u_max = int(y_lens.max()) if y.numel() else 0
-    encoder_out, decoder_out, y = encoder_out[:, :t_max], decoder_out[:, : u_max + 1], y[:, :u_max]
-    n, u1 = y.size(0), u_max + 1
+    if encoder_out.device.type == "cpu":
+        t_max = int(encoder_lens.max())
+        u_max = int(y_lens.max()) if y.numel() else 0
+        encoder_out, y = encoder_out[:, :t_max], y[:, :u_max]
+    n, t_max, u_max = y.size(0), encoder_out.size(1), y.size(1)
+    decoder_out = decoder_out[:, : u_max + 1]
+    u1 = u_max + 1
 
     px, py = simple_lattice(simple_am_proj(encoder_out), simple_lm_proj(decoder_out), y, blank_id, lm_scale, am_scale)
-    simple = lattice_loss(px, py, encoder_lens, y_lens)
+    simple = lattice_loss(px, py, encoder_lens, y_lens, dtype=lattice_dtype)
     if px.requires_grad or py.requires_grad:
         gpx, gpy = torch.autograd.grad(simple.sum(), [px, py], retain_graph=True, allow_unused=True)
     else:
         with torch.enable_grad():
             pxd, pyd = px.detach().requires_grad_(), py.detach().requires_grad_()
-            gpx, gpy = torch.autograd.grad(lattice_loss(pxd, pyd, encoder_lens, y_lens).sum(), [pxd, pyd])
+            gpx, gpy = torch.autograd.grad(lattice_loss(pxd, pyd, encoder_lens, y_lens, dtype=lattice_dtype).sum(),
+                                           [pxd, pyd])
     start = prune_ranges(-gpx.detach(), -gpy.detach(), encoder_lens, y_lens, prune_range)
     s = min(prune_range, u1)
     nodes = start.unsqueeze(2) + torch.arange(s, device=start.device)  # (N, T, s) symbol positions kept
@@ -263,12 +336,17 @@ def pruned_rnnt_loss(
     # gathered from (N, U+1, J), not from an expanded (N, T, U+1, J) view: the
     # backward then adds into a tensor of the predictor's size, not the lattice's
     dec_kept = dec_proj.gather(1, nodes.reshape(n, t_max * s, 1).expand(n, t_max * s, j)).reshape(n, t_max, s, j)
-    logp = joiner(enc_proj.unsqueeze(2), dec_kept, project_input=False).float().log_softmax(dim=3)  # (N, T, s, V)
+    logits = joiner(enc_proj.unsqueeze(2), dec_kept, project_input=False).float()  # (N, T, s, V)
+    del dec_kept  # (N, T, s, J), as large as the logits: not kept through the lattices
     y_ext = torch.cat([y, y.new_full((n, 1), blank_id)], dim=1)  # position U has no symbol arc
     sym = y_ext.gather(1, nodes.reshape(n, -1)).reshape(n, t_max, s)
-    arcs = logp.gather(3, torch.stack([sym, torch.full_like(sym, blank_id)], dim=3))  # one gather: one backward
+    arcs = _ArcLogProbs.apply(logits, torch.stack([sym, torch.full_like(sym, blank_id)], dim=3))
     px_kept, py_kept = arcs[..., 0], arcs[..., 1]
-    px_full = px_kept.new_full((n, t_max, u1), _REMOVED).scatter(2, nodes, px_kept)[:, :, :u_max]
-    py_full = py_kept.new_full((n, t_max, u1), _REMOVED).scatter(2, nodes, py_kept)
-    pruned = lattice_loss(px_full, py_full, encoder_lens, y_lens)
+    # removed arcs (module notes): blank 0, symbol -inf, also for a symbol arc leaving the window
+    kept = torch.zeros(n, t_max, u1, dtype=torch.bool, device=nodes.device).scatter_(2, nodes, True)
+    off = float("-inf")
+    px_full = px_kept.new_full((n, t_max, u1), off).scatter(2, nodes, px_kept)[:, :, :u_max]
+    px_full = px_full.masked_fill(~kept[:, :, 1:], off)
+    py_full = py_kept.new_zeros((n, t_max, u1)).scatter(2, nodes, py_kept)
+    pruned = lattice_loss(px_full, py_full, encoder_lens, y_lens, kept=kept, dtype=lattice_dtype)
     return simple.sum().float(), pruned.sum().float()

@@ -60,6 +60,7 @@ import torch.multiprocessing as mp
 from zipformer_pc.data.augment import Augmenter, parse_augment
 from zipformer_pc.data.datamodule import PCAsrDataModule
 from zipformer_pc.data.dataset import MAX_FREQ_WARP
+from zipformer_pc.data.musan import MusanMixer, parse_snr
 from zipformer_pc.data.references import any_auto_punct
 from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.model.loss import LossConfig, resolve_backend
@@ -78,6 +79,7 @@ from zipformer_pc.training.checkpoint import (
     save_checkpoint,
 )
 from zipformer_pc.training.encoder_cache import EncoderCache
+from zipformer_pc.training.guards import GradScaleGuard, InfCheck, OomScanFailed, pessimistic_batches, scan_for_oom
 from zipformer_pc.training.optim import Eden, make_optimizer
 
 #: ``--dtype``: the precisions training runs its forward pass in (:func:`autocast_dtype`)
@@ -97,7 +99,15 @@ def get_parser() -> argparse.ArgumentParser:
     g.add_argument("--bpe-model", required=True)
     g.add_argument("--max-duration", type=float, default=None, help="Seconds of audio per batch [per encoder]")
     g.add_argument("--num-buckets", type=int, default=10,
-                   help="Duration buckets of the DynamicBucketingSampler; 1 = no bucketing (DynamicCutSampler)")
+                   help="Duration buckets of the DynamicBucketingSampler; 1 = no bucketing (DynamicCutSampler) "
+                        "[10; egs/librispeech/run.sh: 30, as icefall]")
+    g.add_argument("--bucket-buffer-size", type=int, default=20000,
+                   help="Cuts the DynamicBucketingSampler holds over all its buckets, which is also its shuffling "
+                        "window (lhotse's buffer_size; since lhotse 1.20 it replaces shuffle_buffer_size, so "
+                        "icefall's 960 h setting of 2000 x 30 buckets plus a 150k shuffle buffer is 210000) "
+                        "[20000, lhotse's]")
+    g.add_argument("--num-cuts-for-bins-estimate", type=int, default=10000,
+                   help="Cuts the sampler reads to estimate its bucket boundaries [10000, lhotse's]")
     g.add_argument("--sortagrad-epochs", type=int, default=None,
                    help="SortaGrad: the first N epochs read the training cuts shortest first, in one fixed order "
                         "(a curriculum for the start of training from scratch); later epochs shuffle as usual "
@@ -116,6 +126,13 @@ def get_parser() -> argparse.ArgumentParser:
                    help="Where the augmentation's simulated room responses and generated noises are kept (made on "
                         "first use; recorded room responses added as wav files to DIR/rirs join the pool) "
                         "[EXP_DIR/augment]")
+    g.add_argument("--musan-cuts", default="",
+                   help="Noise and music cuts (prepare.sh --musan true: data/musan/musan_cuts.jsonl.gz) mixed into "
+                        "the training cuts on the fly, as icefall's LibriSpeech recipe does (lhotse's CutSet.mix, "
+                        "CutMix's operation); the mixed cuts' features are computed from the mixed audio "
+                        "(zipformer_pc.data.musan) [off]")
+    g.add_argument("--musan-prob", type=float, default=0.5, help="Share of the training cuts mixed with MUSAN")
+    g.add_argument("--musan-snr", default="10,20", help="Signal-to-noise ratio range of the MUSAN mix, dB")
     g.add_argument("--freq-warp", type=float, default=0.0,
                    help="Vocal tract length perturbation: each training utterance's mel bins are warped by a "
                         f"factor drawn from [1 - W, 1 + W] (0 <= W < {MAX_FREQ_WARP:g}; 0.1 is usual); 0: none")
@@ -169,6 +186,10 @@ def get_parser() -> argparse.ArgumentParser:
                    help="auto / pruned: the pruned RNN-T, k2's when k2 imports, else the plain-PyTorch one "
                         "(zipformer_pc.model.pruned_rnnt); full: torchaudio's full RNN-T lattice [per encoder]")
     g.add_argument("--prune-range", type=int, default=5)
+    g.add_argument("--lattice-dtype", choices=["float64", "float32"], default="float64",
+                   help="Precision of the lattice recursions of the plain-PyTorch pruned loss (without k2): "
+                        "float32 agrees with float64 to about 1e-6 in the loss and 1e-3 in the gradients, and "
+                        "halves their memory (docs/gpu-check.md)")
     g.add_argument("--lm-scale", type=float, default=0.25)
     g.add_argument("--am-scale", type=float, default=0.0)
     g.add_argument("--simple-loss-scale", type=float, default=0.5)
@@ -217,6 +238,20 @@ def get_parser() -> argparse.ArgumentParser:
                         "float32 [fp32, or fp16 with --use-fp16 true]")
     g.add_argument("--use-fp16", type=str2bool, default=None,
                    help="The older name of --dtype fp16 (true) / fp32 (false), kept for compatibility")
+    g.add_argument("--initial-grad-scale", type=float, default=1.0,
+                   help="fp16: the GradScaler's first loss scale (1.0 as icefall: the first updates are not "
+                        "skipped while the scale halves down from torch's 65536); every 100 batches a scale "
+                        "below 8 is doubled, every 400 one below 32 (zipformer_pc.training.guards)")
+    g.add_argument("--grad-scale-floor", type=float, default=1e-5,
+                   help="fp16: a loss scale below this ends the run with a bad-model-B.pt checkpoint and a "
+                        "message (float16 overflows at any scale)")
+    g.add_argument("--inf-check", type=str2bool, default=False,
+                   help="Hooks on every module that log, once per batch, the first module whose output (or its "
+                        "output's gradient) is not finite, with its input statistics; slow, for debugging")
+    g.add_argument("--scan-oom", type=str2bool, default=None,
+                   help="Before training, one forward and backward on the epoch's largest batches (by padded "
+                        "seconds, padded tokens and lattice size, full attention), to fail at once with a smaller "
+                        "--max-duration to try instead of after hours [true on CUDA; a CPU skips it]")
 
     g = p.add_argument_group("run")
     g.add_argument("--exp-dir", required=True)
@@ -397,10 +432,28 @@ def autocast(dtype: str, device: torch.device):
     return torch.autocast(device_type=device.type, dtype=amp) if amp is not None else contextlib.nullcontext()
 
 
-def make_grad_scaler(dtype: str, device: torch.device) -> torch.amp.GradScaler:
+def make_grad_scaler(dtype: str, device: torch.device, init_scale: float = 1.0) -> torch.amp.GradScaler:
     """The loss scaler of ``--dtype``: enabled for fp16 autocast only (bfloat16 has float32's
-    exponent range and needs none); a disabled one passes the loss and the step through."""
-    return torch.amp.GradScaler("cuda", enabled=autocast_dtype(dtype, device) == torch.float16)
+    exponent range and needs none); a disabled one passes the loss and the step through.
+    ``init_scale``: ``--initial-grad-scale`` (1.0, icefall's; the Trainer's
+    :class:`~zipformer_pc.training.guards.GradScaleGuard` grows a small scale)."""
+    return torch.amp.GradScaler("cuda", init_scale=init_scale,
+                                enabled=autocast_dtype(dtype, device) == torch.float16)
+
+
+def setup_device(rank: int, world_size: int, master_port: int) -> torch.device:
+    """The training device of process ``rank``, and the process group of a DDP run.  On CUDA,
+    ``torch.cuda.set_device(rank)`` comes first, before anything touches CUDA: NCCL's
+    communicator, the caching allocator and any tensor made with ``device="cuda"`` then live on
+    this rank's GPU, not all on GPU 0 (which would hold an extra context per rank)."""
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(rank)
+    if world_size > 1:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(master_port))
+        dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world_size)
+    return torch.device("cuda", rank) if cuda else torch.device("cpu")
 
 
 def fix_random_seed(seed: int) -> None:
@@ -620,6 +673,24 @@ class Trainer:
         "best_valid_loss": float("inf"), "train_seconds": 0.0, "audio_seconds": 0.0,
         "plateau_best": float("inf"), "plateau_waits": 0})
     next_save_minute: float = 0.0
+    epoch: int = 0  # the epoch being trained (set by train_one_epoch), for bad-model checkpoints
+    # fp16: icefall's loss-scale rules (made from --grad-scale-floor when the scaler is on)
+    scale_guard: Optional[GradScaleGuard] = None
+    inf_check: Optional[InfCheck] = None  # --inf-check true
+
+    def __post_init__(self) -> None:
+        if self.scale_guard is None and self.scaler.is_enabled():
+            self.scale_guard = GradScaleGuard(self.scaler, floor=getattr(self.args, "grad_scale_floor", 1e-5),
+                                              save=self.save_bad_model)
+
+    def save_bad_model(self, suffix: str) -> Optional[str]:
+        """``bad-model{suffix}-B.pt`` in the experiment directory (rank 0; others: None), a checkpoint
+        of the state that made the loss scale collapse, to look at or to resume from."""
+        if self.rank != 0:
+            return None
+        path = self.exp_dir / f"bad-model{suffix}-{self.counters['batch_idx_train']}.pt"
+        save_checkpoint(path, self.state(self.epoch, with_sampler=False))
+        return str(path)
 
     def time_cooldown(self, minutes: float) -> None:
         """``--lr-cooldown-minutes``: the rate of the next update, after ``minutes`` of training
@@ -658,6 +729,8 @@ class Trainer:
         non-finite loss on some rank) or ``no_reference`` (skipped: no utterance has a reference
         for a trained mode).  Reads the device once (the skip flags, agreed by all ranks)."""
         args, counters = self.args, self.counters
+        if self.inf_check is not None:
+            self.inf_check.new_batch(b)
         out = compute_loss(self.ddp_model, batch, args, self.loss_cfg, self.device, b, self.encoder_cache)
         loss = out["loss"]
         # [finite, has a reference for a trained mode], built on the device and read in one sync
@@ -681,6 +754,8 @@ class Trainer:
             self.scaler.update()
             status = "stepped"
             counters["optimizer_steps"] += 1
+            if self.scale_guard is not None:
+                self.scale_guard.check(b)  # may double a small scale, or end the run (GradScaleCollapsed)
         self.optimizer.zero_grad(set_to_none=True)
         if self.model_avg is not None:
             self.model_avg.step()
@@ -708,6 +783,7 @@ def train_one_epoch(tr: Trainer, epoch: int) -> bool:
     """Train over one epoch (or what is left of it after a mid-epoch resumption); returns
     True when training must stop (--max-minutes, --max-batches)."""
     args, counters = tr.args, tr.counters
+    tr.epoch = epoch
     tr.ddp_model.train()
     t_epoch = time.time()
     audio_sec = 0.0
@@ -801,14 +877,9 @@ def run(rank: int, world_size: int, args) -> None:
     exp_dir = Path(args.exp_dir)
     exp_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(exp_dir, rank)
-    if world_size > 1:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(args.master_port))
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend, rank=rank, world_size=world_size)
+    device = setup_device(rank, world_size, args.master_port)
     torch.set_num_threads(args.num_threads)
     fix_random_seed(args.seed + rank)
-    device = torch.device("cuda", rank) if torch.cuda.is_available() else torch.device("cpu")
     resolve_dtype(args)
     amp = autocast_dtype(args.dtype, device)
     if args.dtype != "fp32" and amp is None:
@@ -831,7 +902,7 @@ def run(rank: int, world_size: int, args) -> None:
             logging.info(f"Resuming with the checkpoint's {change}")
     loss_cfg = LossConfig(backend=backend, prune_range=args.prune_range, am_scale=args.am_scale,
                           lm_scale=args.lm_scale, simple_loss_scale=args.simple_loss_scale,
-                          warm_step=args.warm_step)
+                          warm_step=args.warm_step, lattice_dtype=args.lattice_dtype)
 
     model, model_config = get_model(args, ckpt, tokenizer.vocab_size, backend == "pruned")
     if args.sentence_end_loss_scale > 0 and model.sentence_end_output is None:
@@ -858,7 +929,7 @@ def run(rank: int, world_size: int, args) -> None:
 
     optimizer = make_optimizer(args.optimizer, [p for p in model.parameters() if p.requires_grad], lr=args.base_lr)
     scheduler = Eden(optimizer, args.lr_batches, args.lr_epochs, warmup_batches=args.warmup_batches)
-    scaler = make_grad_scaler(args.dtype, device)
+    scaler = make_grad_scaler(args.dtype, device, args.initial_grad_scale)
     logging.info(f"Precision: --dtype {args.dtype} (forward "
                  f"{f'autocast to {amp}' if amp is not None else 'in float32, no autocast'}, loss scaling "
                  f"{'on' if scaler.is_enabled() else 'off'})")
@@ -885,6 +956,10 @@ def run(rank: int, world_size: int, args) -> None:
     augmenter = None
     if augment_cfg is not None:
         augmenter = Augmenter(augment_cfg, Path(args.augment_dir or exp_dir / "augment"), seed=args.seed)
+    musan = None
+    if args.musan_cuts:
+        musan = MusanMixer(Path(args.musan_cuts), prob=args.musan_prob, snr=parse_snr(args.musan_snr),
+                           seed=args.seed)
 
     def train_loader(epoch: int):
         """The shuffled loader, or SortaGrad's shortest-first one for the first --sortagrad-epochs."""
@@ -894,7 +969,9 @@ def run(rank: int, world_size: int, args) -> None:
                                      punct_proportion=args.punct_proportion,
                                      use_auto_punct=args.use_auto_punct, num_workers=args.num_workers,
                                      sort_by_duration=epoch <= args.sortagrad_epochs,
-                                     sort_fraction=args.sortagrad_fraction)
+                                     sort_fraction=args.sortagrad_fraction,
+                                     bucket_buffer_size=args.bucket_buffer_size,
+                                     num_cuts_for_bins_estimate=args.num_cuts_for_bins_estimate, musan=musan)
 
     start_epoch = args.start_epoch if ckpt is None else ckpt["cur_epoch"] + (0 if args.start_batch > 0 else 1)
     train_dl = train_loader(start_epoch)
@@ -916,6 +993,18 @@ def run(rank: int, world_size: int, args) -> None:
     if ckpt is not None:
         for k in tr.counters:
             tr.counters[k] = ckpt.get(k, tr.counters[k])
+    if args.inf_check:
+        tr.inf_check = InfCheck().register(model)
+        logging.info("--inf-check: every module's output and gradient are checked for inf/NaN (slow)")
+    if scan_oom_enabled(args, device):
+        try:
+            for row in oom_scan(tr, tokenizer):
+                logging.info(f"OOM scan: the largest batch by {row['criterion']} fits, peak "
+                             f"{row['peak_memory_gb']:.2f} GB ({row['batch']})")
+        except OomScanFailed as e:
+            raise SystemExit(f"OOM scan: {e}") from None
+    elif args.scan_oom and device.type != "cuda":
+        logging.info("--scan-oom: skipped on a CPU (it looks for CUDA out-of-memory errors)")
     if args.save_every_minutes > 0:
         tr.next_save_minute = tr.save_minute_after(tr.counters["train_seconds"] / 60)
     tr.time_cooldown(tr.counters["train_seconds"] / 60)
@@ -960,6 +1049,76 @@ def run(rank: int, world_size: int, args) -> None:
     if world_size > 1:
         dist.barrier()
         dist.destroy_process_group()
+
+
+def scan_oom_enabled(args, device: torch.device) -> bool:
+    """``--scan-oom``: on by default on CUDA; never on a CPU (no CUDA out-of-memory error to find)."""
+    return device.type == "cuda" and args.scan_oom is not False
+
+
+def cut_token_count(tokenizer: Tokenizer, use_auto_punct: bool = False):
+    """``cut -> tokens of its longest reference`` (N or P), what the OOM scan sizes batches by."""
+    from zipformer_pc.data.references import get_n, get_p
+
+    def count(cut) -> int:
+        sups = cut.supervisions
+        n = len(tokenizer.encode(" ".join(get_n(s) for s in sups)))
+        ps = [get_p(s, use_auto_punct) for s in sups]
+        p = len(tokenizer.encode(" ".join(ps))) if sups and all(x is not None for x in ps) else 0
+        return max(n, p)
+
+    return count
+
+
+def oom_scan(tr: "Trainer", tokenizer: Tokenizer) -> List[Dict[str, Any]]:
+    """icefall's scan of pessimistic batches: the batches of this epoch largest by
+    :data:`~zipformer_pc.training.guards.OOM_CRITERIA`, each made by the training dataset and
+    run forward and backward once (full attention, the most memory) on the unwrapped model (no
+    DDP collective: a rank that fails cannot hang the others), the gradients then dropped.  The
+    RNG states are restored afterwards, so the run trains as it would have without the scan."""
+    from lhotse import CutSet
+
+    args, device, model = tr.args, tr.device, tr.model
+    t0 = time.time()
+    worst = pessimistic_batches(tr.train_dl.sampler, cut_token_count(tokenizer, args.use_auto_punct))
+    logging.info(f"OOM scan: {len(worst)} pessimistic batches chosen from one epoch of the sampler in "
+                 f"{time.time() - t0:.1f} s")
+    rng = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state(),
+           "cuda": torch.cuda.get_rng_state_all() if device.type == "cuda" else None}
+    encoder = model.encoder
+    chunks = encoder.chunk_sizes
+    full = (-1, -1) if -1 in chunks else (max(chunks), -1)
+    was_training = model.training
+    model.train()
+    encoder.draw_chunk_config = lambda: full  # an instance attribute over the method, removed below
+
+    def run_step(shape) -> None:
+        batch = tr.train_dl.dataset[CutSet.from_cuts(shape.cuts)]
+        out = compute_loss(model, batch, args, tr.loss_cfg, device, args.warm_step, tr.encoder_cache)
+        tr.scaler.scale(out["loss"]).backward()
+        tr.optimizer.zero_grad(set_to_none=True)
+
+    def free() -> None:
+        tr.optimizer.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    cuda = device.type == "cuda"
+    try:
+        return scan_for_oom(
+            worst, run_step, args.max_duration,
+            peak_memory=(lambda: torch.cuda.max_memory_allocated(device)) if cuda else (lambda: 0.0),
+            reset_peak=(lambda: torch.cuda.reset_peak_memory_stats(device)) if cuda else (lambda: None),
+            total_memory=torch.cuda.get_device_properties(device).total_memory if cuda else 0.0,
+            free_memory=free)
+    finally:
+        del encoder.draw_chunk_config
+        model.train(was_training)
+        torch.set_rng_state(rng["torch"])
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        if rng["cuda"] is not None:
+            torch.cuda.set_rng_state_all(rng["cuda"])
 
 
 class RngRestoringLoader:
@@ -1015,6 +1174,24 @@ def main() -> None:
         raise SystemExit(f"--sortagrad-fraction must be in (0, 1], got {args.sortagrad_fraction}")
     if args.num_buckets < 1:
         raise SystemExit(f"--num-buckets must be >= 1, got {args.num_buckets}")
+    if args.bucket_buffer_size < 1 or args.num_cuts_for_bins_estimate < 1:
+        raise SystemExit("--bucket-buffer-size and --num-cuts-for-bins-estimate must be >= 1, got "
+                         f"{args.bucket_buffer_size} and {args.num_cuts_for_bins_estimate}")
+    if args.musan_cuts:
+        if not Path(args.musan_cuts).is_file():
+            raise SystemExit(f"--musan-cuts {args.musan_cuts} does not exist: prepare.sh --musan true makes it")
+        if args.encoder_cache:
+            raise SystemExit("--musan-cuts changes the audio every epoch: the encoder outputs of --encoder-cache "
+                             "do not hold for it")
+    try:
+        parse_snr(args.musan_snr)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    if not 0.0 <= args.musan_prob <= 1.0:
+        raise SystemExit(f"--musan-prob must be in [0, 1], got {args.musan_prob}")
+    if args.initial_grad_scale <= 0 or args.grad_scale_floor < 0:
+        raise SystemExit(f"--initial-grad-scale must be > 0 and --grad-scale-floor >= 0, got "
+                         f"{args.initial_grad_scale} and {args.grad_scale_floor}")
     if not 0.0 <= args.freq_warp < MAX_FREQ_WARP:
         raise SystemExit(f"--freq-warp must be in [0, {MAX_FREQ_WARP:g}), got {args.freq_warp}")
     try:
