@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -121,6 +122,7 @@ BAD_INPUTS = {
     "sample_rate_too_low": (['{"type": "config", "sample_rate": 1234}'], "bad_config", 1008),
     "sample_rate_not_a_number": (['{"type": "config", "sample_rate": "16k"}'], "bad_config", 1008),
     "unknown_config_key": (['{"type": "config", "sample_rate": 16000, "format": "s16le"}'], "bad_config", 1008),
+    "hotwords_on_a_greedy_server": (['{"type": "config", "hotwords": ["w6"]}'], "bad_config", 1008),
     "config_after_audio": ([np.zeros(160, "<f4").tobytes(), '{"type": "config", "sample_rate": 8000}'],
                            "config_after_audio", 1008),
     "oversized_message": ([b"\x00" * (MAX_BYTES + 4)], "message_too_big", 1009),
@@ -435,3 +437,70 @@ def test_a_final_is_sent_again_when_a_late_mark_is_attached_to_its_segment():
         assert finals == [(0, "Yes", 1.0), (0, "Yes.", 1.2), (1, "No", 2.0)]
     finally:
         dec.executor.shutdown()
+
+
+def test_hotword_lists_in_the_config_are_checked(tiny_onnx_model):
+    """A config's hotwords become the stream's own list (in place of the server's) when they are a
+    list of strings within the limits that the model's tokens can write; else a clear bad_config."""
+    from zipformer_pc.server.app import ProtocolError, Server, ServerConfig, Session
+
+    rec = StreamingRecognizer.from_dir(tiny_onnx_model, decoding_method="modified_beam_search",
+                                       hotwords=["w3"])
+    srv = Server(rec, ServerConfig(max_hotwords=2, max_hotword_chars=12))
+    assert srv._hotword_limits() == {"max_phrases": 2, "max_chars": 12}
+
+    def config(hotwords):
+        sess = Session(1, None, 16000, stream=rec.create_stream())
+        srv._text(sess, json.dumps({"type": "config", "sample_rate": 16000, "hotwords": hotwords}))
+        return sess.stream.contexts
+
+    got = config(["w6 :4", "w3x5"])
+    assert set(got) == {"P", "N"} and got["N"].num_phrases == 2
+    assert config([]) == {} and rec.create_stream().contexts["N"].num_phrases == 1  # the server's list
+    for bad, why in (("w6", "a list of strings"), ([1, 2], "a list of strings"), (["w6", "w3", "w0"], "limit of 2"),
+                     (["w6 w3 w0 w6 w3"], "limit of 12"), (["w6 :x"], "must be a number"),
+                     (["W7"], "cannot be written"), (["--"], "no words")):
+        with pytest.raises(ProtocolError, match=why) as e:
+            config(bad)
+        assert e.value.code == "bad_config", bad
+    greedy = Server(StreamingRecognizer.from_dir(tiny_onnx_model), ServerConfig())
+    assert greedy._hotword_limits() is None
+    with pytest.raises(ProtocolError, match="modified_beam_search"):
+        greedy._hotwords(Session(1, None, 16000, stream=greedy.rec.create_stream()), ["w6"])
+
+
+def test_the_subtitles_of_a_streams_finals(server, tiny_onnx_model):
+    """POST /subtitles turns the finals a client got into SRT or WebVTT with the runtime's cue rules
+    (the page's Save SRT); a bad request gets a 400 that says why."""
+    from zipformer_pc.runtime import subtitles
+
+    x = _utterance(1)
+    r = asyncio.run(_stream(server.url, x, 16000))
+    assert r.ok and r.finals
+    rec = StreamingRecognizer.from_dir(tiny_onnx_model, blank_penalty=0.0, endpoint=EndpointConfig.from_options(
+        rule2_min_trailing_silence=RULE2))
+    segments = rec.recognize_segments(x, 16000)
+
+    def post(body, fmt="srt"):
+        req = urllib.request.Request(f"http://127.0.0.1:{server.port}/subtitles?format={fmt}",
+                                     data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, resp.headers["Content-Type"], resp.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers["Content-Type"], e.read().decode()
+
+    duration = r.done["audio_seconds"]
+    status, kind, srt = post({"finals": r.finals, "duration": duration})
+    assert status == 200 and kind.startswith("application/x-subrip")
+    assert srt == subtitles.render("srt", "", duration, segments, {}) and srt.startswith("1\n00:00:")
+    status, kind, vtt = post({"finals": r.finals, "duration": duration}, "vtt")
+    assert status == 200 and kind.startswith("text/vtt") and vtt == subtitles.render("vtt", "", duration, segments, {})
+    for body, fmt, why in (({"finals": r.finals}, "txt", "format must be one of srt, vtt"),
+                           ([1], "srt", "expected a JSON object"),
+                           ({"finals": [{"segment": 0}]}, "srt", "with its words"),
+                           ({"finals": [{"words": {"P": [{"word": "a"}]}, "start": 0, "end": 1}]}, "srt",
+                            "without 'start'"),
+                           ({"finals": r.finals, "duration": -1}, "srt", "duration must be")):
+        status, kind, text = post(body, fmt)
+        assert status == 400 and why in json.loads(text)["error"], (body, text)

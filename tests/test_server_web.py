@@ -1,5 +1,7 @@
 """The server's web page end to end in headless Chromium: a wav file is the microphone
-(Chromium's fake capture device), the page streams it and shows P and N.
+(Chromium's fake capture device), the page streams it and shows P and N with each final's
+times, saves the transcript as text and as SRT (the server's cue rules), and sends the
+hotwords typed in its box.
 
 The fixture model is random, so "the expected words" are what the offline runtime
 makes of the very audio the page sent (the page keeps a copy with ``?keep=1``): the
@@ -19,7 +21,7 @@ import numpy as np
 import pytest
 from conftest import RULE2, ServerProcess, speech_like, write_wav
 
-from zipformer_pc.runtime import Resampler, StreamingRecognizer
+from zipformer_pc.runtime import Resampler, StreamingRecognizer, subtitles
 from zipformer_pc.runtime.endpoint import EndpointConfig
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -82,8 +84,9 @@ def chrome_tmp():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def _chrome(wav, tmpdir):
-    """Headless Chromium whose microphone plays ``wav``; its temporary files go to ``tmpdir``."""
+def _chrome(wav, tmpdir, downloads=None):
+    """Headless Chromium whose microphone plays ``wav``; its temporary files go to ``tmpdir``, the
+    files the page saves to ``downloads``."""
     webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
     from selenium.webdriver.chrome.service import Service
 
@@ -93,34 +96,77 @@ def _chrome(wav, tmpdir):
                  "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
                  f"--use-file-for-fake-audio-capture={wav}", "--autoplay-policy=no-user-gesture-required"):
         opts.add_argument(flag)
+    if downloads is not None:
+        opts.add_experimental_option("prefs", {"download.default_directory": str(downloads),
+                                               "download.prompt_for_download": False})
     env = {**os.environ, "TMPDIR": str(tmpdir)}
-    return webdriver.Chrome(service=Service(DRIVER, env=env), options=opts)
+    driver = webdriver.Chrome(service=Service(DRIVER, env=env), options=opts)
+    if downloads is not None:
+        driver.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    return driver
 
 
-def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_path, chrome_tmp):
+def _wait_done(driver, seconds=120):
+    deadline = time.time() + seconds
+    while True:
+        status = driver.execute_script("return window.zpc.status")
+        if status in ("done", "error") or time.time() > deadline:
+            return status
+        time.sleep(0.5)
+
+
+def _shown(driver):
+    """Per mode, each final as the page shows it: (its time, its text)."""
+    return {m: [(li.find_element("css selector", ".time").text, li.find_element("css selector", ".text").text)
+                for li in driver.find_elements("css selector", f"#finals-{m} li")] for m in ("P", "N")}
+
+
+def _clock(t):
+    """The page's m:ss.ss."""
+    cs = round(t * 100)
+    return f"{cs // 6000}:{cs % 6000 / 100:05.2f}"
+
+
+def _saved(driver, button, downloads, name):
+    """Press a save button; the file it downloads (and what the page says it saved)."""
+    path = downloads / name
+    if path.exists():
+        path.unlink()
+    driver.find_element("id", button).click()
+    deadline = time.time() + 30
+    while not path.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    saved = driver.execute_script("return window.zpc.saved")
+    assert path.exists(), (button, saved, driver.execute_script("return document.getElementById('error').textContent"))
+    time.sleep(0.3)  # written at once (a small blob), but let Chromium close it
+    return path.read_text(encoding="utf-8"), saved
+
+
+def test_the_page_streams_the_microphone_shows_p_and_n_with_times_and_saves_them(tiny_onnx_model, tmp_path,
+                                                                                   chrome_tmp):
     speech = np.concatenate([speech_like(1.8, seed=11), np.zeros(16000, np.float32), speech_like(1.4, seed=12)])
     wav = tmp_path / "mic.wav"
     # the file loops; its speech fills most of any SECONDS of it
     played = np.concatenate([speech, np.zeros(16000, np.float32)])
     write_wav(wav, played)
 
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
     srv = ServerProcess(tiny_onnx_model)
     driver = None
     try:
-        driver = _chrome(wav, chrome_tmp)
+        driver = _chrome(wav, chrome_tmp, downloads)
         driver.get(f"http://127.0.0.1:{srv.port}/?autostart=1&keep=1&seconds={SECONDS}")
-        deadline = time.time() + 120
-        while True:
-            status = driver.execute_script("return window.zpc.status")
-            if status in ("done", "error") or time.time() > deadline:
-                break
-            time.sleep(0.5)
+        _wait_done(driver)
         state = driver.execute_script("return {status: zpc.status, error: zpc.error, rate: zpc.sampleRate, "
-                                      "modes: zpc.modes, finals: zpc.finals, sent: zpc.samplesSent}")
+                                      "modes: zpc.modes, finals: zpc.finals, sent: zpc.samplesSent, "
+                                      "config: zpc.config, seconds: zpc.audioSeconds}")
         assert state["status"] == "done", (state, srv.output()[-3000:])
         sent = np.frombuffer(base64.b64decode(driver.execute_script(SENT_AUDIO_JS)), dtype="<f4")
-        shown = {m: [li.text for li in driver.find_elements("css selector", f"#finals-{m} li")] for m in ("P", "N")}
+        shown = _shown(driver)
         visible = {m: driver.find_element("id", f"pane-{m}").is_displayed() for m in ("P", "N")}
+        text_file, text_saved = _saved(driver, "save-text", downloads, "transcript.txt")
+        srt_file, srt_saved = _saved(driver, "save-srt", downloads, "transcript.srt")
     finally:
         if driver is not None:
             driver.quit()
@@ -140,8 +186,16 @@ def test_the_page_streams_the_microphone_and_shows_p_and_n(tiny_onnx_model, tmp_
     assert expected and expected[0].text["P"], "the model emits nothing: the comparison would prove little"
     assert [(f["segment"], f["P"], f["N"]) for f in state["finals"]] == \
         [(s.id, s.text["P"], s.text["N"]) for s in expected]
-    assert shown == {m: [s.text[m] for s in expected] for m in ("P", "N")}
+    # each final with its start and end
+    assert shown == {m: [(f"{_clock(s.start)}\u2013{_clock(s.end)}", s.text[m]) for s in expected]
+                     for m in ("P", "N")}
     assert visible == {"P": True, "N": True} and state["modes"] == ["P", "N"]
+    assert state["config"] == {"type": "config", "sample_rate": rate}  # no hotwords typed: none sent
+    # the saved files: P's finals a line each, and the SRT the runtime's cue rules make of the segments
+    assert text_saved == {"name": "transcript.txt", "text": text_file}
+    assert text_file == "".join(s.text["P"] + "\n" for s in expected)
+    assert srt_saved == {"name": "transcript.srt", "text": srt_file}
+    assert srt_file == subtitles.render("srt", "", state["seconds"], expected, {}) and srt_file.startswith("1\n")
 
 
 def test_the_page_replaces_an_amended_final_text_and_time(tiny_onnx_model, tmp_path, chrome_tmp):
@@ -160,14 +214,57 @@ def test_the_page_replaces_an_amended_final_text_and_time(tiny_onnx_model, tmp_p
         shown = []
         for msg in (final, amended, second):
             driver.execute_script("onMessage({data: JSON.stringify(arguments[0])});", msg)
-            shown.append({m: [(li.text, li.get_attribute("title"))
-                              for li in driver.find_elements("css selector", f"#finals-{m} li")] for m in ("P", "N")})
+            shown.append(_shown(driver))
         segments = driver.execute_script("return zpc.finals.map(f => f.segment)")
+        clock = driver.execute_script("return [0, 59.996, 61.5, 3725.25].map(fmtTime)")
     finally:
         if driver is not None:
             driver.quit()
         srv.stop()
-    assert shown[0] == {"P": [("Hello there", "0.00-1.50 s")], "N": [("hello there", "0.00-1.50 s")]}
-    assert shown[1] == {"P": [("Hello there.", "0.00-1.90 s")], "N": [("hello there", "0.00-1.90 s")]}
-    assert shown[2]["P"] == [("Hello there.", "0.00-1.90 s"), ("Yes", "2.50-3.00 s")]
+    assert shown[0] == {"P": [("0:00.00\u20130:01.50", "Hello there")], "N": [("0:00.00\u20130:01.50", "hello there")]}
+    assert shown[1] == {"P": [("0:00.00\u20130:01.90", "Hello there.")], "N": [("0:00.00\u20130:01.90", "hello there")]}
+    assert shown[2]["P"] == [("0:00.00\u20130:01.90", "Hello there."), ("0:02.50\u20130:03.00", "Yes")]
     assert segments == [0, 1]
+    assert clock == ["0:00.00", "1:00.00", "1:01.50", "1:02:05.25"]
+
+
+def test_the_hotwords_typed_reach_the_server(tiny_onnx_model, tmp_path, chrome_tmp):
+    """The phrases of the hotword box go in the config message, and the finals are those of the
+    offline runtime decoding the same audio with them (which differ from those without)."""
+    played = np.concatenate([speech_like(2.5, seed=21), np.zeros(16000, np.float32)])
+    wav = tmp_path / "mic.wav"
+    write_wav(wav, played)
+    hotwords = ["w45x8x8x8 :4", "w27 w27 w27 w27 :3"]
+    srv = ServerProcess(tiny_onnx_model, "--decoding-method", "modified_beam_search")
+    driver = None
+    try:
+        driver = _chrome(wav, chrome_tmp)
+        driver.get(f"http://127.0.0.1:{srv.port}/?keep=1&seconds=3")
+        box = driver.find_element("id", "hotwords")
+        box.send_keys("\n".join(["# names", *hotwords, ""]))
+        driver.find_element("id", "start").click()
+        _wait_done(driver)
+        state = driver.execute_script("return {status: zpc.status, error: zpc.error, rate: zpc.sampleRate, "
+                                      "finals: zpc.finals, config: zpc.config}")
+        note = driver.find_element("id", "hotwords-note").text
+        sent = np.frombuffer(base64.b64decode(driver.execute_script(SENT_AUDIO_JS)), dtype="<f4")
+    finally:
+        if driver is not None:
+            driver.quit()
+        srv.stop()
+    assert state["status"] == "done", (state, srv.output()[-3000:])
+    rate = int(state["rate"])
+    assert state["config"] == {"type": "config", "sample_rate": rate, "hotwords": hotwords}
+    assert note == "2 hotword(s) sent" and "connection 1: 2 hotword(s)" in srv.output()
+    rec = StreamingRecognizer.from_dir(tiny_onnx_model, decoding_method="modified_beam_search",
+                                       endpoint=EndpointConfig.from_options(rule2_min_trailing_silence=RULE2))
+
+    def offline(words):
+        s = rec.create_stream(hotwords=words)
+        s.accept_waveform(rate, sent)
+        s.input_finished()
+        return [(seg.id, seg.text["P"], seg.text["N"]) for seg in rec.finish(s)]
+
+    with_them, without = offline(hotwords), offline([])
+    assert with_them != without, "the hotwords change nothing here: the comparison would prove little"
+    assert [(f["segment"], f["P"], f["N"]) for f in state["finals"]] == with_them

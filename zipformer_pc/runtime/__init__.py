@@ -15,6 +15,9 @@ Its whole import path needs only onnxruntime, numpy and kaldi-native-fbank
   restoration of N text (:class:`~zipformer_pc.runtime.restoration.OnnxRestorer`);
 * :mod:`~zipformer_pc.runtime.utterances`: a list of wav files or cuts
   decoded in turn (RTF, counted skips) and scored per mode or per speaker;
+* :mod:`~zipformer_pc.runtime.hotwords` and :mod:`~zipformer_pc.runtime.context_graph`:
+  hotword lists, each mode's form and pieces, and the Aho-Corasick graph
+  that modified beam search favours them with;
 * :mod:`~zipformer_pc.runtime.subtitles`: SRT and WebVTT cues and JSON
   documents of an input's segments (the command line's ``--format``);
 * :mod:`~zipformer_pc.runtime.cli`: the command line (``export/onnx_streaming.py``,

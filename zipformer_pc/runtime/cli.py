@@ -19,6 +19,8 @@ Usage:
   python export/onnx_streaming.py --model-dir DIR --decoding-method modified_beam_search --beam-size 4 a.wav
   # P as searched: no question model (questions.json.gz of the model dir) turning . into ?
   python export/onnx_streaming.py --model-dir DIR --questions false a.wav
+  # favour the phrases of a list (one a line, cased as P writes them; 'Queequeg :2.5': its own bonus)
+  python export/onnx_streaming.py --model-dir DIR --decoding-method modified_beam_search --hotwords names.txt a.wav
 
 (``zpc-transcribe`` is the same command once the package is installed.)
 Needs only onnxruntime, numpy and kaldi-native-fbank; ``--cuts`` also needs
@@ -114,8 +116,15 @@ def main(argv=None) -> None:
     except (FileNotFoundError, ValueError) as e:
         sys.exit(f"error: {e}")
     endpoint = EndpointConfig.from_args(args)
-    rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
-                                       endpoint=endpoint, itn=args.itn, **search_kwargs(args, args.model_dir))
+    try:
+        search_args = search_kwargs(args, args.model_dir)  # reads --hotwords
+    except (ValueError, OSError) as e:
+        sys.exit(f"error: {e}")
+    try:
+        rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
+                                           endpoint=endpoint, itn=args.itn, **search_args)
+    except ValueError as e:  # e.g. a hotword the model's tokens cannot write
+        sys.exit(f"error: {e}")
     if args.cuts:
         utts += utterances.from_cuts(args.cuts)
         if args.itn:
@@ -167,6 +176,8 @@ def main(argv=None) -> None:
                 search.update(beam=rec.beam, lm_scale=rec.lm_scale,
                               lm_token_bonus=rec.lm_token_bonus if rec.lms else None,
                               lodr_scale=rec.lodr_scale if rec.lms else None)
+                if args.hotwords is not None:
+                    search.update(hotwords=str(args.hotwords), hotwords_score=args.hotwords_score)
             out = {"cuts": str(args.cuts), "utterances": len(run.decoded), "rtf": rtf, "search": search,
                    "scores": scores}
             if by_speaker:

@@ -56,6 +56,15 @@ with its own scale, so batching frames would change the result):
   at ``<s>``); with ``lodr_scale > 0`` it loses ``lodr_scale * log
   P_bigram(token | the path's last token)`` as well (LODR: the
   ``lodr-MODE.arpa.gz`` bigram of the training text, :class:`zipformer_pc.lm.LodrLm`).
+  With hotwords (``hotwords=[...]`` for every stream, or per stream
+  ``create_stream(hotwords=[...])``; :mod:`zipformer_pc.runtime.hotwords`)
+  each mode's paths also carry a state in that mode's context graph
+  (:mod:`zipformer_pc.runtime.context_graph`): each token of a phrase
+  gains its bonus (before the paths are pruned from the phrase's third token
+  on, ``HOTWORD_PRUNE_DEPTH``; after, to the paths kept, for the first two),
+  a failed match gives back what it gained, a phrase completed as whole
+  words keeps it, and the best path is picked without the bonus of a phrase
+  begun but not finished.
 
 When the model dir has a question model (``questions.json.gz``,
 ``local/train_questions.py``, :mod:`zipformer_pc.questions`), P's text,
@@ -85,13 +94,20 @@ from zipformer_pc.options import (DEFAULT_BLANK_PENALTY, add_blank_penalty_optio
                                   check_blank_penalty, resolve_fusion, str2bool)
 from zipformer_pc.questions import QuestionModel, find_questions
 from zipformer_pc.text import WORD_START
+from zipformer_pc.runtime.context_graph import ContextGraph
 from zipformer_pc.runtime.endpoint import EndpointConfig
+from zipformer_pc.runtime.hotwords import (DEFAULT_HOTWORDS_SCORE, HotwordLike, PieceEncoder, as_hotwords,
+                                           build_graphs, read_hotwords)
 from zipformer_pc.runtime.stream import BeamHyp, ModeState, Segment, Stream
 from zipformer_pc.runtime.timestamps import TimedWord, is_mark, joined_text, token_times, word_times
 
 _log = logging.getLogger(__name__)
 BLANK_ID = 0
 DECODING_METHODS = ("greedy_search", "modified_beam_search")
+# a hotword token's bonus counts before the paths are pruned when it takes a path this many tokens into a
+# phrase or more; the bonus of a phrase's first tokens (word starts that countless words share) and the
+# take-back of a failed match are added after pruning, to the paths kept (docs/decoding-extras.md, Hotwords)
+HOTWORD_PRUNE_DEPTH = 3
 
 
 def add_search_options(p) -> None:
@@ -104,15 +120,27 @@ def add_search_options(p) -> None:
     p.add_argument("--questions", type=str2bool, default=True,
                    help="use the model dir's question model (questions.json.gz, when it has one): P ends the "
                         "sentences it reads as questions with ? (false: P as searched)")
+    p.add_argument("--hotwords", type=Path, default=None,
+                   help="modified_beam_search favours these phrases: a file of one phrase a line, cased as P "
+                        "should write it (N uses its normalized form), optionally with its own bonus per token "
+                        "('Queequeg :2.5'); '#' lines are comments")
+    p.add_argument("--hotwords-score", type=float, default=DEFAULT_HOTWORDS_SCORE,
+                   help="the bonus per token of a hotword without its own")
 
 
 def search_kwargs(args, model_dir) -> Dict[str, object]:
     """The :class:`StreamingRecognizer` search arguments of the options of :func:`add_search_options`."""
     has_lm = args.decoding_method == "modified_beam_search" and any(find_lm(model_dir, m) for m in RUNTIME_ORDER)
     scale, bonus, lodr = resolve_fusion(args, has_lm, any(find_lm(model_dir, m, "lodr") for m in RUNTIME_ORDER))
-    return {"decoding_method": args.decoding_method, "beam": args.beam_size, "lm_scale": scale,
-            "lm_token_bonus": bonus, "lodr_scale": lodr, "blank_penalty": args.blank_penalty,
-            "questions": args.questions}
+    kwargs = {"decoding_method": args.decoding_method, "beam": args.beam_size, "lm_scale": scale,
+              "lm_token_bonus": bonus, "lodr_scale": lodr, "blank_penalty": args.blank_penalty,
+              "questions": args.questions}
+    hotwords = getattr(args, "hotwords", None)
+    if hotwords is not None:  # ValueError (or OSError) for a list the command line should refuse
+        if args.decoding_method != "modified_beam_search":
+            raise ValueError("--hotwords needs --decoding-method modified_beam_search")
+        kwargs.update(hotwords=read_hotwords(hotwords), hotwords_score=args.hotwords_score)
+    return kwargs
 
 
 def itn_words(words: Sequence[TimedWord]) -> List[TimedWord]:
@@ -159,6 +187,8 @@ def find_model_files(model_dir: Path, int8: bool = False) -> Dict[str, Path]:
     questions = find_questions(model_dir)
     if questions is not None:
         files["questions"] = questions
+    if (model_dir / "bpe.model").exists():  # hotwords are spelt with it
+        files["bpe"] = model_dir / "bpe.model"
     if not files["tokens"].exists():
         raise FileNotFoundError(f"{files['tokens']} is missing")
     return files
@@ -188,15 +218,23 @@ class StreamingRecognizer:
         reads a question (when ``files`` has one).
       itn: whether P shows numbers as digits (:mod:`zipformer_pc.itn`); N
         is left spoken.
+      hotwords: phrases ``modified_beam_search`` favours in every stream
+        that is not given its own (:meth:`create_stream`): strings as the
+        lines of a hotword file (``"Queequeg"``, ``"Queequeg :2.5"``),
+        ``(phrase, bonus)`` pairs, or :class:`~zipformer_pc.runtime.hotwords.Hotword`.
+      hotwords_score: the bonus per token of a hotword without its own.
     """
 
     itn = False  # the default also of recognizers made without __init__ (tests)
+    default_contexts: Dict[str, ContextGraph] = {}  # never changed in place: replaced
 
     def __init__(self, files: Dict[str, Path], num_threads: int = 1, modes: Optional[Sequence[str]] = None,
                  endpoint: Optional[EndpointConfig] = None, batch_encoder: Optional[bool] = None,
                  decoding_method: str = "greedy_search", beam: int = 4,
                  lm_scale: float = 0.0, lm_token_bonus: float = 0.0, lodr_scale: float = 0.0,
-                 blank_penalty: float = DEFAULT_BLANK_PENALTY, questions: bool = True, itn: bool = False) -> None:
+                 blank_penalty: float = DEFAULT_BLANK_PENALTY, questions: bool = True, itn: bool = False,
+                 hotwords: Optional[Sequence[HotwordLike]] = None,
+                 hotwords_score: float = DEFAULT_HOTWORDS_SCORE) -> None:
         if decoding_method not in DECODING_METHODS:
             raise ValueError(f"decoding_method must be one of {', '.join(DECODING_METHODS)}, not {decoding_method!r}")
         if beam < 1:
@@ -268,6 +306,13 @@ class StreamingRecognizer:
             self.questions = QuestionModel.load(files["questions"])
             _log.info("P: sentences that %s reads as questions end with ? (threshold %.2f)", files["questions"],
                       self.questions.threshold)
+        self.hotwords_score = hotwords_score
+        self._bpe_model = files.get("bpe")
+        self._piece_encoder: Optional[PieceEncoder] = None
+        self.default_contexts = self.hotword_graphs(hotwords) if hotwords else {}
+        if hotwords:
+            _log.info("hotwords: %d phrase(s), bonus %g per token unless given, spelt with %s",
+                      len(hotwords), hotwords_score, self._piece_encoder.method)
         self._state_inputs = self.encoder.get_inputs()[1:]
         self._state_shapes = self._init_state_shapes()
         # the batch axis of each state: the one the export named (sherpa-onnx's layout:
@@ -326,8 +371,35 @@ class StreamingRecognizer:
         ctx = np.full((1, self.context_size), BLANK_ID, dtype=np.int64)
         return ModeState(tokens=[], decoder_out=self.decoders[mode].run(None, {"y": ctx})[0])
 
-    def create_stream(self) -> Stream:
-        return Stream(self)
+    def create_stream(self, hotwords: Optional[Sequence[HotwordLike]] = None,
+                      hotwords_score: Optional[float] = None) -> Stream:
+        """A new stream; with ``hotwords`` (a list, ``[]`` for none) instead of the recognizer's
+        (:meth:`set_hotwords`)."""
+        s = Stream(self)
+        if hotwords is not None:
+            self.set_hotwords(s, hotwords, hotwords_score)
+        return s
+
+    def hotword_graphs(self, hotwords: Sequence[HotwordLike],
+                       score: Optional[float] = None) -> Dict[str, ContextGraph]:
+        """The context graph of ``hotwords`` per searched mode (each in that mode's form and pieces:
+        :func:`zipformer_pc.runtime.hotwords.build_graphs`); ``ValueError`` for a bad list, and
+        with greedy search, which cannot use them."""
+        items = as_hotwords(hotwords)
+        if not items:
+            return {}
+        if self.decoding_method != "modified_beam_search":
+            raise ValueError(f"hotwords need modified_beam_search (this recognizer runs {self.decoding_method})")
+        if self._piece_encoder is None:
+            self._piece_encoder = PieceEncoder(self.tokens, self._bpe_model)
+        return build_graphs(items, self.search_modes, self._piece_encoder,
+                            self.hotwords_score if score is None else score, self.vocab_size)
+
+    def set_hotwords(self, s: Stream, hotwords: Sequence[HotwordLike], score: Optional[float] = None) -> None:
+        """Give the stream its own hotwords (``[]``: none), before any of its audio is decoded."""
+        if s.num_chunks:
+            raise RuntimeError("set_hotwords after the stream's audio began to be decoded")
+        s.contexts = self.hotword_graphs(hotwords, score)
 
     def tail_padding_frames(self, num_samples: int, chunks_done: int = 0) -> int:
         """Silence frames to append at the end of a stream of ``num_samples``: the tail
@@ -404,9 +476,11 @@ class StreamingRecognizer:
         if enc.shape[0] * 4 != self.decode_chunk_len:
             raise ValueError(f"a chunk of {self.decode_chunk_len} feature frames gave {enc.shape[0]} encoder "
                              "frames, not a quarter")
-        search = self._greedy if self.decoding_method == "greedy_search" else self._beam_search
         for m in self.search_modes:
-            last = search(m, enc, s.hyps[m], s.frames_done)
+            if self.decoding_method == "greedy_search":
+                last = self._greedy(m, enc, s.hyps[m], s.frames_done)
+            else:
+                last = self._beam_search(m, enc, s.hyps[m], s.frames_done, s.contexts.get(m))
             s.last_emit = max(s.last_emit, last)
         s.frames_done += enc.shape[0]
         s.fbank.pop(self.decode_chunk_len)
@@ -512,15 +586,18 @@ class StreamingRecognizer:
         """The predictor's input after ``tokens``: the last ``context_size`` of them, blank-padded."""
         return ([BLANK_ID] * self.context_size + list(tokens[-self.context_size:]))[-self.context_size:]
 
-    def _beam_search(self, mode: str, enc: np.ndarray, hyp: ModeState, frame0: int) -> int:
+    def _beam_search(self, mode: str, enc: np.ndarray, hyp: ModeState, frame0: int,
+                     context: Optional[ContextGraph] = None) -> int:
         """Modified beam search over one chunk's frames (``self.beam`` paths,
-        one token per frame at most); ``hyp`` then holds the best path.
-        Returns the last frame of this chunk on which the best path emitted
-        a token (-1 when none did)."""
+        one token per frame at most), favouring the phrases of ``context``;
+        ``hyp`` then holds the best path.  Returns the last frame of this
+        chunk on which the best path emitted a token (-1 when none did)."""
         joiner, decoder = self.joiners[mode], self.decoders[mode]
         lm = self.lms.get(mode)
+        graph = context if context is not None and context.num_phrases else None
         beam = hyp.beam or [BeamHyp(list(hyp.tokens), list(hyp.frames), 0.0, hyp.decoder_out,
-                                    lm.state_after(hyp.tokens) if lm else ())]
+                                    lm.state_after(hyp.tokens) if lm else (),
+                                    graph.state_after(hyp.tokens) if graph is not None else 0)]
         for t in range(enc.shape[0]):
             dec = np.concatenate([h.decoder_out for h in beam])
             logits = joiner.run(None, {"encoder_out": np.repeat(enc[t : t + 1], len(beam), axis=0),
@@ -531,20 +608,29 @@ class StreamingRecognizer:
             if lm:
                 logp = logp + lm.fusion([h.lm_state for h in beam], self.lm_scale, self.lm_token_bonus,
                                         (BLANK_ID, self.unk_id))
+            if graph is not None:
+                bonus, next_states = graph.fusion([h.context_state for h in beam], (BLANK_ID, self.unk_id))
+                deep = graph.depths[next_states] >= HOTWORD_PRUNE_DEPTH
+                logp = logp + np.where(deep, bonus, 0.0)  # pruned with these
+                late = np.where(deep, 0.0, bonus).ravel()  # added to the paths kept
             scores = (logp + np.array([h.log_prob for h in beam])[:, None]).ravel()
             k = min(self.beam, scores.size)
             top = np.argpartition(-scores, k - 1)[:k]
             top = top[np.argsort(-scores[top], kind="stable")]
+            if graph is not None:
+                scores = scores + late
             vocab = logits.shape[1]
             paths: Dict[Tuple[int, ...], BeamHyp] = {}
             for i in top.tolist():
                 parent, tok = beam[i // vocab], i % vocab
                 score = float(scores[i])
                 if tok == BLANK_ID or tok == self.unk_id:
-                    new = BeamHyp(parent.tokens, parent.frames, score, parent.decoder_out, parent.lm_state)
+                    new = BeamHyp(parent.tokens, parent.frames, score, parent.decoder_out, parent.lm_state,
+                                  parent.context_state)
                 else:
                     new = BeamHyp(parent.tokens + [tok], parent.frames + [frame0 + t], score, None,
-                                  lm.next_state(parent.lm_state, tok) if lm else ())
+                                  lm.next_state(parent.lm_state, tok) if lm else (),
+                                  int(next_states[i // vocab, tok]) if graph is not None else 0)
                 key = tuple(new.tokens)
                 if key in paths:  # the same tokens by another path: add the probabilities
                     paths[key].log_prob = float(np.logaddexp(paths[key].log_prob, score))
@@ -557,7 +643,12 @@ class StreamingRecognizer:
                 out = decoder.run(None, {"y": ctx})[0]
                 for h, row in zip(pending, out):
                     h.decoder_out = row[None]
-        best = max(beam, key=lambda h: h.log_prob / (self.context_size + len(h.tokens)))
+        # per token, as sherpa-onnx; without the bonus of a phrase begun but not finished
+        def per_token(h: BeamHyp) -> float:
+            held = graph.pending(h.context_state) if graph is not None else 0.0
+            return (h.log_prob - held) / (self.context_size + len(h.tokens))
+
+        best = max(beam, key=per_token)
         hyp.beam = beam
         hyp.tokens, hyp.frames, hyp.decoder_out = list(best.tokens), list(best.frames), best.decoder_out
         return best.frames[-1] if best.frames and best.frames[-1] >= frame0 else -1

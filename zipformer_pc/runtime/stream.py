@@ -1,7 +1,8 @@
 """One stream being recognized by :class:`~zipformer_pc.runtime.recognizer.StreamingRecognizer`:
 audio in, online features (kaldi-native-fbank), encoder states, one
-hypothesis (or beam) per searched mode for the current segment, and the segments
-already finished (endpointing, :mod:`zipformer_pc.runtime.endpoint`)."""
+hypothesis (or beam) per searched mode for the current segment, the segments
+already finished (endpointing, :mod:`zipformer_pc.runtime.endpoint`), and its
+hotword graphs (:mod:`zipformer_pc.runtime.hotwords`)."""
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
@@ -12,6 +13,7 @@ import numpy as np
 from zipformer_pc.runtime.audio import Resampler
 
 if TYPE_CHECKING:
+    from zipformer_pc.runtime.context_graph import ContextGraph
     from zipformer_pc.runtime.recognizer import StreamingRecognizer
 
 
@@ -25,6 +27,7 @@ class BeamHyp:
     log_prob: float
     decoder_out: Optional[np.ndarray]
     lm_state: tuple = ()
+    context_state: int = 0  # its state in the stream's hotword graph of the mode (0: the root)
 
 
 @dataclass
@@ -77,6 +80,8 @@ class Stream:
         self.segment_start = 0  # encoder frame where the current segment began
         self.last_emit = -1  # last encoder frame on which any searched mode emitted a token
         self.segments: List[Segment] = []  # finished segments, in order
+        # mode -> the hotword graph beam search favours (StreamingRecognizer.set_hotwords)
+        self.contexts: Dict[str, "ContextGraph"] = dict(getattr(recognizer, "default_contexts", None) or {})
 
     def accept_waveform(self, sample_rate: int, samples: Sequence[float]) -> None:
         """Add audio (float samples in [-1, 1], mono) at any sample rate."""

@@ -14,9 +14,12 @@ every connection and runs the ready chunks of all streams together, stacked
 into one encoder call (:meth:`StreamingRecognizer.decode_streams`; an int8
 encoder runs them one by one, see there).
 
-Routes: ``/ws`` (the protocol below), ``/`` (the page), ``/static/...`` and
+Routes: ``/ws`` (the protocol below), ``/`` (the page), ``/static/...``,
 ``/stats`` (JSON counters: open connections and streams, totals, errors by
-code).
+code) and ``POST /subtitles?format=srt|vtt`` (the subtitles of a stream's
+finals, body ``{"finals": [final messages], "duration": seconds}``, cut by
+the runtime's cue rules, :mod:`zipformer_pc.runtime.subtitles`; 400 with
+``{"error": ...}`` for a bad body: the page's Save SRT).
 
 Protocol (``/ws``)
 ------------------
@@ -25,7 +28,13 @@ Client to server:
 
 * optionally, first, a text message ``{"type": "config", "sample_rate": 44100}``
   (an integer from 8000 to 192000; the default is the model's rate, 16000);
-  audio at another rate than the model's is resampled on the server;
+  audio at another rate than the model's is resampled on the server; it may
+  carry ``"hotwords": ["Queequeg", "Captain Ahab :2.5"]``, phrases the
+  search favours in this stream (the lines of a hotword file,
+  :mod:`zipformer_pc.runtime.hotwords`; in place of the server's
+  ``--hotwords`` list; ``[]``: none), when the server runs
+  ``modified_beam_search``, at most ``--max-hotwords`` phrases of at most
+  ``--max-hotword-chars`` characters each;
 * binary messages: mono PCM as float32 little-endian samples in [-1, 1]
   (any number of samples per message, up to ``--max-message-bytes``);
 * to finish, the text ``done`` or ``{"type": "end"}``: the server decodes what
@@ -34,7 +43,9 @@ Client to server:
 Server to client (text messages, JSON objects with a ``type``):
 
 * ``{"type": "ready", "sample_rate": 16000, "modes": ["P", "N"], ...}`` when
-  the connection is accepted (also: ``max_message_bytes``, ``idle_timeout``);
+  the connection is accepted (also: ``max_message_bytes``, ``idle_timeout``,
+  and ``hotwords``: ``{"max_phrases": 100, "max_chars": 100}``, or null when
+  the server's search cannot use them);
 * ``{"type": "partial", "segment": 0, "P": "Hello wor", "N": "hello wor",
   "start": 0.0, "end": 1.28, "time": 1.28, "words": {"P": [...], "N": [...]}}``
   after every step that decoded audio of the stream: the current segment so far;
@@ -58,7 +69,9 @@ their word, and every time is in seconds from the start of the stream.
 ``time`` is how much of the stream has been decoded.
 
 Errors (code, then the close code): ``bad_json`` / ``bad_message`` /
-``bad_config`` / ``config_after_audio`` (1008), ``bad_audio`` (1003: the
+``bad_config`` (also: hotwords that are not a list of strings, beyond the
+limits, that the model's tokens cannot write, or sent to a greedy-search
+server) / ``config_after_audio`` (1008), ``bad_audio`` (1003: the
 length is not a multiple of 4 bytes, or the samples are not finite floats
 with ``|x| <= 10``: int16 PCM must be converted), ``message_too_big`` (1009),
 ``too_many_connections`` (1013, sent instead of ``ready``),

@@ -10,6 +10,7 @@ The protocol is in ``zipformer_pc/server/__init__.py`` (and docs/server.md).
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 from aiohttp import web
@@ -44,6 +45,10 @@ def get_parser() -> argparse.ArgumentParser:
                    help="undecoded audio per connection before the server stops reading from it")
     p.add_argument("--shutdown-timeout", type=float, default=d.shutdown_timeout,
                    help="seconds to finish open streams on SIGINT/SIGTERM")
+    p.add_argument("--max-hotwords", type=int, default=d.max_hotwords,
+                   help="phrases in a client's hotword list (its config message) at most")
+    p.add_argument("--max-hotword-chars", type=int, default=d.max_hotword_chars,
+                   help="characters of one phrase of a client's hotword list at most")
     return p
 
 
@@ -52,12 +57,16 @@ def main(argv=None) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     cfg = ServerConfig(max_connections=args.max_connections, max_message_bytes=args.max_message_bytes,
                        idle_timeout=args.idle_timeout, max_batch=args.max_batch,
-                       max_pending_seconds=args.max_pending_seconds, shutdown_timeout=args.shutdown_timeout)
+                       max_pending_seconds=args.max_pending_seconds, shutdown_timeout=args.shutdown_timeout,
+                       max_hotwords=args.max_hotwords, max_hotword_chars=args.max_hotword_chars)
     endpoint = EndpointConfig.from_args(args)
     modes = [m for m in args.modes.split(",") if m] or None
-    rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
-                                       endpoint=endpoint, batch_encoder=args.batch_encoder,
-                                       **search_kwargs(args, args.model_dir))
+    try:  # --hotwords FILE: every stream's list unless its client sends its own
+        rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
+                                           endpoint=endpoint, batch_encoder=args.batch_encoder,
+                                           **search_kwargs(args, args.model_dir))
+    except (ValueError, OSError) as e:
+        sys.exit(f"error: {e}")
     logging.info("model %s (%s, modes %s, %s, batched encoder %s); serving on http://%s:%d/ (WebSocket /ws)",
                  args.model_dir, rec.transducer_type or "?", ",".join(rec.search_modes), rec.decoding_method,
                  rec.batch_encoder,

@@ -22,8 +22,10 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from zipformer_pc.runtime import subtitles
 from zipformer_pc.runtime.recognizer import StreamingRecognizer
 from zipformer_pc.runtime.stream import Segment, Stream
+from zipformer_pc.runtime.timestamps import TimedWord
 
 log = logging.getLogger("zipformer_pc.server")
 
@@ -48,9 +50,11 @@ class ServerConfig:
     max_batch: int = 32  # streams per encoder call
     max_pending_seconds: float = 30.0  # undecoded audio per connection before its reads pause
     shutdown_timeout: float = 10.0  # seconds to finish open streams on SIGINT/SIGTERM
+    max_hotwords: int = 100  # phrases in a config message's hotword list
+    max_hotword_chars: int = 100  # characters of one phrase (its ":bonus" included)
 
     def __post_init__(self) -> None:
-        for name in ("max_connections", "max_message_bytes", "max_batch"):
+        for name in ("max_connections", "max_message_bytes", "max_batch", "max_hotwords", "max_hotword_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("idle_timeout", "max_pending_seconds", "shutdown_timeout"):
@@ -352,7 +356,7 @@ class Server:
             await self.decoder.open(sess)
             sess.send({"type": "ready", "sample_rate": self.rec.sample_rate,
                        "modes": list(self.rec.transcript([])), "max_message_bytes": self.cfg.max_message_bytes,
-                       "idle_timeout": self.cfg.idle_timeout})
+                       "idle_timeout": self.cfg.idle_timeout, "hotwords": self._hotword_limits()})
             outcome = await self._receive(sess)
             if outcome == "ended":
                 await sess.done.wait()
@@ -450,9 +454,11 @@ class Server:
             return True
         if sess.got_audio:
             raise ProtocolError("config_after_audio", "the config message must come before any audio")
-        unknown = set(msg) - {"type", "sample_rate"}
+        unknown = set(msg) - {"type", "sample_rate", "hotwords"}
         if unknown:
             raise ProtocolError("bad_config", f"unknown config key(s): {', '.join(sorted(unknown))}")
+        if "hotwords" in msg:
+            self._hotwords(sess, msg["hotwords"])
         rate = msg.get("sample_rate", sess.sample_rate)
         if isinstance(rate, float) and rate.is_integer():
             rate = int(rate)
@@ -461,6 +467,54 @@ class Server:
                                 f"got {rate!r}")
         sess.sample_rate = rate
         return False
+
+    def _hotword_limits(self) -> Optional[dict]:
+        """What the ready message says of hotwords: their limits, or None when the search cannot use them."""
+        if self.rec.decoding_method != "modified_beam_search":
+            return None
+        return {"max_phrases": self.cfg.max_hotwords, "max_chars": self.cfg.max_hotword_chars}
+
+    def _hotwords(self, sess: Session, items) -> None:
+        """The config's hotword list: checked, then the stream's own (in place of the server's)."""
+        cfg = self.cfg
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            raise ProtocolError("bad_config", 'hotwords must be a list of strings (phrases, e.g. ["Queequeg", '
+                                '"Captain Ahab :2.5"])')
+        if items and self._hotword_limits() is None:
+            raise ProtocolError("bad_config", f"this server decodes with {self.rec.decoding_method}, which cannot use "
+                                "hotwords (they need modified_beam_search: start the server with --decoding-method "
+                                "modified_beam_search)")
+        if len(items) > cfg.max_hotwords:
+            raise ProtocolError("bad_config", f"{len(items)} hotwords, more than the limit of {cfg.max_hotwords}")
+        for x in items:
+            if len(x) > cfg.max_hotword_chars:
+                raise ProtocolError("bad_config", f"a hotword of {len(x)} characters ({x[:40]!r}...), more than "
+                                    f"the limit of {cfg.max_hotword_chars}")
+        try:
+            self.rec.set_hotwords(sess.stream, items)
+        except ValueError as e:
+            raise ProtocolError("bad_config", f"bad hotwords: {e}") from None
+        if items:
+            log.info("connection %d: %d hotword(s)", sess.id, len(items))
+
+    async def subtitles(self, request: web.Request) -> web.Response:
+        """``POST /subtitles?format=srt|vtt``: the subtitles of a stream's finals (the JSON body
+        ``{"finals": [final messages], "duration": seconds}``), with the runtime's cue rules
+        (:mod:`zipformer_pc.runtime.subtitles`); 400 with ``{"error": ...}`` for a bad request."""
+        fmt = request.query.get("format", "srt")
+        try:
+            if fmt not in subtitles.SUBTITLE_FORMATS:
+                raise ValueError(f"format must be one of {', '.join(subtitles.SUBTITLE_FORMATS)}, got {fmt!r}")
+            body = await request.json()
+            segments, duration = finals_to_segments(body)
+            text = subtitles.render(fmt, "", duration, segments, {})
+        except web.HTTPException:
+            raise
+        except (ValueError, TypeError, KeyError) as e:
+            msg = f"bad request: {e}" if not isinstance(e, KeyError) else f"bad request: a final without {e}"
+            return web.json_response({"error": msg}, status=400)
+        content_type = "application/x-subrip" if fmt == "srt" else "text/vtt"
+        return web.Response(text=text, content_type=content_type, charset="utf-8")
 
     async def _sender(self, sess: Session) -> None:
         """Send the session's outbox in order; a close marker closes the connection."""
@@ -489,14 +543,40 @@ class Server:
             return False
 
 
+def finals_to_segments(body) -> Tuple[List[Segment], float]:
+    """The segments of the final messages in ``{"finals": [...], "duration": s}`` (the page's), and the
+    duration (default: the last final's end); ``ValueError`` for anything else."""
+    if not isinstance(body, dict) or not isinstance(body.get("finals"), list):
+        raise ValueError('expected a JSON object {"finals": [final messages], "duration": seconds}')
+    segments = []
+    for f in body["finals"]:
+        if not isinstance(f, dict) or not isinstance(f.get("words"), dict):
+            raise ValueError("each final must be a final message with its words")
+        words = {}
+        for mode, ws in f["words"].items():
+            if not isinstance(ws, list):
+                raise ValueError(f"the words of mode {mode!r} must be a list")
+            words[mode] = [TimedWord(str(w["word"]), float(w["start"]), float(w["end"])) for w in ws]
+        text = {m: str(f.get(m, "")) for m in words}
+        segments.append(Segment(int(f.get("segment", len(segments))), float(f["start"]), float(f["end"]), text,
+                                words))
+    duration = body.get("duration")
+    duration = float(duration) if duration is not None else max((s.end for s in segments), default=0.0)
+    if not np.isfinite(duration) or duration < 0:
+        raise ValueError(f"duration must be a number of seconds, got {body.get('duration')!r}")
+    return segments, duration
+
+
 def create_app(rec: StreamingRecognizer, cfg: Optional[ServerConfig] = None) -> web.Application:
     """The aiohttp application serving ``rec`` (run it with ``aiohttp.web.run_app``)."""
-    server = Server(rec, cfg or ServerConfig())
-    app = web.Application()
+    cfg = cfg or ServerConfig()
+    server = Server(rec, cfg)
+    app = web.Application(client_max_size=cfg.max_message_bytes)  # the bodies of POST /subtitles
     app["server"] = server
     app.router.add_get("/", server.index)
     app.router.add_get("/ws", server.websocket)
     app.router.add_get("/stats", server.stats)
+    app.router.add_post("/subtitles", server.subtitles)
     app.router.add_static("/static/", STATIC_DIR)
     app.on_startup.append(server.on_startup)
     app.on_shutdown.append(server.on_shutdown)

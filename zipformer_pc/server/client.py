@@ -6,6 +6,8 @@ Usage:
   # a folder over 8 concurrent connections, 4x faster than real time, finals saved as JSON lines
   python -m zipformer_pc.server.client --url ws://localhost:6006/ws --connections 8 --speed 4 \\
       --output finals.jsonl wavs/
+  # phrases the server's beam search favours (a server started with --decoding-method modified_beam_search)
+  python -m zipformer_pc.server.client --url ws://localhost:6006/ws --hotwords names.txt talk.wav
 
 Each file is sent at its own sample rate (declared in a config message; the
 server resamples) in pieces of ``--piece-seconds``, paced at ``--speed`` times
@@ -64,9 +66,11 @@ class StreamResult:
 
 async def stream_audio(http, url: str, samples: np.ndarray, rate: int, name: str = "", speed: float = 1.0,
                        piece_seconds: float = 0.1,
-                       on_final: Optional[Callable[[str, dict], None]] = None) -> StreamResult:
+                       on_final: Optional[Callable[[str, dict], None]] = None,
+                       hotwords: Optional[List[str]] = None) -> StreamResult:
     """Send ``samples`` (float, mono, at ``rate``) over one connection of the aiohttp
-    ``http`` client session; returns the finals and latencies."""
+    ``http`` client session, with ``hotwords`` (phrases as lines of a hotword file) in the
+    config message when given; returns the finals and latencies."""
     import aiohttp
 
     res = StreamResult(name, len(samples) / rate)
@@ -84,8 +88,11 @@ async def stream_audio(http, url: str, samples: np.ndarray, rate: int, name: str
             await ws.receive()  # the close
             res.close_code = ws.close_code
             return res
-        if rate != ready["sample_rate"]:
-            await ws.send_str(json.dumps({"type": "config", "sample_rate": int(rate)}))
+        if rate != ready["sample_rate"] or hotwords is not None:
+            config = {"type": "config", "sample_rate": int(rate)}
+            if hotwords is not None:
+                config["hotwords"] = list(hotwords)
+            await ws.send_str(json.dumps(config))
 
         async def send() -> None:
             step = max(1, int(round(piece_seconds * rate)))
@@ -148,7 +155,8 @@ async def stream_audio(http, url: str, samples: np.ndarray, rate: int, name: str
 
 async def stream_many(url: str, items: Sequence[Tuple[str, np.ndarray, int]], connections: int = 1,
                       speed: float = 1.0, piece_seconds: float = 0.1,
-                      on_final: Optional[Callable[[str, dict], None]] = None) -> List[StreamResult]:
+                      on_final: Optional[Callable[[str, dict], None]] = None,
+                      hotwords: Optional[List[str]] = None) -> List[StreamResult]:
     """``items`` (name, samples, rate) over ``connections`` concurrent connections, each taking
     the next item when it is done; results in the order of ``items``."""
     import aiohttp
@@ -162,7 +170,8 @@ async def stream_many(url: str, items: Sequence[Tuple[str, np.ndarray, int]], co
         while not queue.empty():
             k, (name, samples, rate) = queue.get_nowait()
             try:
-                results[k] = await stream_audio(http, url, samples, rate, name, speed, piece_seconds, on_final)
+                results[k] = await stream_audio(http, url, samples, rate, name, speed, piece_seconds, on_final,
+                                                hotwords)
             except (aiohttp.ClientError, ConnectionError, asyncio.TimeoutError) as e:
                 r = StreamResult(name, len(samples) / rate)
                 r.errors.append({"code": "connection_failed", "message": str(e), "fatal": True})
@@ -188,6 +197,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--piece-seconds", type=float, default=0.1, help="audio per message")
     p.add_argument("--output", type=Path, default=None, help="write every final as a JSON line here")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument("--hotwords", type=Path, default=None,
+                   help="phrases the server's beam search should favour, one a line ('Queequeg :2.5': its own bonus "
+                        "per token; '#' lines are comments), sent in the config message")
     return p
 
 
@@ -213,6 +225,10 @@ def main(argv=None) -> int:
     if not items:
         print("no audio to send", file=sys.stderr)
         return 1
+    hotwords = None
+    if args.hotwords is not None:
+        lines = args.hotwords.read_text(encoding="utf-8").splitlines()
+        hotwords = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
 
     def show(name: str, m: dict) -> None:
         if not args.quiet:
@@ -220,7 +236,8 @@ def main(argv=None) -> int:
             print(f"{name} [{m['segment']}] {m['start']:.2f}-{m['end']:.2f}  {texts}", flush=True)
 
     t0 = time.perf_counter()
-    results = asyncio.run(stream_many(args.url, items, args.connections, args.speed, args.piece_seconds, show))
+    results = asyncio.run(stream_many(args.url, items, args.connections, args.speed, args.piece_seconds, show,
+                                      hotwords))
     wall = time.perf_counter() - t0
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:

@@ -12,6 +12,9 @@ const zpc = window.zpc = {
   samplesSent: 0,
   sent: params.get("keep") === "1" ? [] : null,  // with ?keep=1: copies of every block sent (tests)
   error: null,
+  config: null,       // the config message sent (sample rate, hotwords)
+  audioSeconds: null, // from the done message
+  saved: null,        // the last file saved: {name, text}
 };
 
 const $ = (id) => document.getElementById(id);
@@ -32,9 +35,73 @@ function fail(message) {
   $("stop").disabled = true;
 }
 
+// seconds as m:ss.ss (h:mm:ss.ss from an hour)
+function fmtTime(t) {
+  const cs = Math.round(t * 100);
+  const h = Math.floor(cs / 360000), m = Math.floor(cs / 6000) % 60, s = (cs % 6000) / 100;
+  const ss = s.toFixed(2).padStart(5, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${ss}` : `${m}:${ss}`;
+}
+
 function fillItem(li, f, m) {
-  li.textContent = f[m] || "";
+  li.textContent = "";
+  const time = document.createElement("span");
+  time.className = "time";
+  time.textContent = `${fmtTime(f.start)}\u2013${fmtTime(f.end)}`;
+  const text = document.createElement("span");
+  text.className = "text";
+  text.textContent = f[m] || "";
+  li.append(time, " ", text);
   li.title = `${f.start.toFixed(2)}-${f.end.toFixed(2)} s`;
+}
+
+// the mode saved: P, or N when the model has no P
+function savedMode() {
+  return zpc.modes.length && !zpc.modes.includes("P") ? "N" : "P";
+}
+
+function transcriptText() {
+  const m = savedMode();
+  return zpc.finals.map((f) => f[m] || "").filter((t) => t).join("\n") + "\n";
+}
+
+function download(name, text, type) {
+  zpc.saved = { name, text };
+  const url = URL.createObjectURL(new Blob([text], { type: `${type};charset=utf-8` }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+function saveText() {
+  download("transcript.txt", transcriptText(), "text/plain");
+}
+
+// the SRT comes from the server, which cuts the cues by the runtime's rules (zipformer_pc/runtime/subtitles.py)
+async function saveSrt() {
+  const duration = zpc.audioSeconds !== null ? zpc.audioSeconds
+    : (zpc.sampleRate ? zpc.samplesSent / zpc.sampleRate : null);
+  try {
+    const res = await fetch("/subtitles?format=srt", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ finals: zpc.finals, duration }),
+    });
+    const body = await res.text();
+    if (!res.ok) throw new Error(body);
+    download("transcript.srt", body, "application/x-subrip");
+  } catch (e) {
+    $("error").textContent = `could not make the SRT: ${e.message || e}`;
+  }
+}
+
+// the hotword box's phrases: one a line, empty and # lines skipped
+function hotwordList() {
+  return $("hotwords").value.split("\n").map((s) => s.trim()).filter((s) => s && !s.startsWith("#"));
 }
 
 function render() {
@@ -50,13 +117,23 @@ function render() {
     }
     $(`partial-${m}`).textContent = zpc.partial ? (zpc.partial[m] || "") : "";
   }
+  $("save-text").disabled = $("save-srt").disabled = zpc.finals.length === 0;
 }
 
 function onMessage(event) {
   const msg = JSON.parse(event.data);
   if (msg.type === "ready") {
     zpc.modes = msg.modes;
-    ws.send(JSON.stringify({ type: "config", sample_rate: zpc.sampleRate }));
+    const config = { type: "config", sample_rate: zpc.sampleRate };
+    const hotwords = hotwordList();
+    if (hotwords.length && msg.hotwords) {
+      config.hotwords = hotwords;
+      $("hotwords-note").textContent = `${hotwords.length} hotword(s) sent`;
+    } else if (hotwords.length) {
+      $("hotwords-note").textContent = "hotwords not sent: this server does not run modified beam search";
+    }
+    zpc.config = config;
+    ws.send(JSON.stringify(config));
     setStatus("recording");
     startCapture().catch((e) => fail(`audio capture failed: ${e}`));
   } else if (msg.type === "partial") {
@@ -74,6 +151,7 @@ function onMessage(event) {
       zpc.partial = null;
     }
   } else if (msg.type === "done") {
+    zpc.audioSeconds = msg.audio_seconds;
     setStatus("done", `${msg.segments} segment(s), ${msg.audio_seconds.toFixed(1)} s`);
     $("start").disabled = false;
   } else if (msg.type === "error") {
@@ -126,6 +204,8 @@ async function start() {
   $("start").disabled = true;
   $("error").textContent = "";
   zpc.finals = []; zpc.partial = null; zpc.samplesSent = 0; zpc.error = null;
+  zpc.config = null; zpc.audioSeconds = null;
+  $("hotwords-note").textContent = "";
   if (zpc.sent) zpc.sent = [];
   for (const m of ["P", "N"]) { $(`finals-${m}`).innerHTML = ""; }
   render();
@@ -167,4 +247,6 @@ function stop() {
 
 $("start").onclick = start;
 $("stop").onclick = stop;
+$("save-text").onclick = saveText;
+$("save-srt").onclick = saveSrt;
 if (params.get("autostart") === "1") start();
