@@ -40,6 +40,8 @@ import sys
 import time
 from pathlib import Path
 
+from zipformer_pc.machine import peak_rss, reset_peak_rss
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -81,30 +83,6 @@ def inputs(shape, dim: int, device, seed: int = 0):
     enc = torch.randn(b, t, dim, generator=g).to(device).requires_grad_()
     dec = torch.randn(b, u + 1, dim, generator=g).to(device).requires_grad_()
     return enc, t_lens.to(device), dec, joiner, am_proj, lm_proj, y.to(device), u_lens.to(device)
-
-
-def reset_peak_rss() -> int:
-    """The resident memory now, in bytes, with the peak (VmHWM) reset to it (Linux's clear_refs 5;
-    ru_maxrss would not do: a child process inherits its parent's)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-    return _status_kb("VmRSS") * 1024
-
-
-def peak_rss() -> int:
-    """The peak resident memory (VmHWM) since :func:`reset_peak_rss`, in bytes."""
-    return _status_kb("VmHWM") * 1024
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 class Config:

@@ -36,6 +36,8 @@ import sys
 import time
 from pathlib import Path
 
+from zipformer_pc.machine import peak_rss, reset_peak_rss
+
 ROOT = Path(__file__).resolve().parents[1]
 LIBRISPEECH_CUTS = 281241
 
@@ -56,30 +58,6 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-json", default="")
     p.add_argument("--one", default="", help=argparse.SUPPRESS)  # BUCKETS:BUFFER, the child's job
     return p
-
-
-def reset_peak_rss() -> int:
-    """The resident memory now, in bytes, with the peak (VmHWM) reset to it (Linux's clear_refs 5;
-    ru_maxrss would not do: a child process inherits its parent's)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-    return _status_kb("VmRSS") * 1024
-
-
-def peak_rss() -> int:
-    """The peak resident memory (VmHWM) since :func:`reset_peak_rss`, in bytes."""
-    return _status_kb("VmHWM") * 1024
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def generate(path: Path, n: int, seed: int) -> None:
