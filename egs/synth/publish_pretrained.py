@@ -609,7 +609,8 @@ def republish_real_speech(args) -> None:
     if not block:
         raise SystemExit(f"Nothing measured on {REAL_SET} in {args.exp_dir}: run pretrain.sh --stage 4 "
                          "--real-speech-only true")
-    block += [f"(Measured by `{args.command}`, commit {git_commit()}.)", ""]
+    block += [f"(Written by `{args.command}` from the measurements of `pretrain.sh --stage 4 --real-speech-only "
+              f"true` in the same --exp-dir, commit {git_commit()}.)", ""]
     lines = card_path.read_text().splitlines()
     start = next((i for i, x in enumerate(lines) if x == REAL_HEADING), None)
     if start is not None:
