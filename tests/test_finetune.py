@@ -70,6 +70,7 @@ def test_frozen_encoder_trains_the_heads_only(tiny_corpus, tmp_path, seed_ckpt):
     assert not torch.equal(ft["joiners.main.output_linear.weight"], init["joiners.main.output_linear.weight"])
 
 
+@pytest.mark.slow
 def test_encoder_cache_holds_the_streaming_encoder_outputs_and_replaces_the_encoder(tiny_corpus, tmp_path, seed_ckpt):
     from lhotse import CutSet, load_manifest_lazy
     from lhotse.dataset.collation import collate_features

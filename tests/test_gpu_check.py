@@ -55,6 +55,7 @@ def smoke(tmp_path_factory):
     return r, res
 
 
+@pytest.mark.slow
 def test_every_stage_runs_and_reports_its_figures(smoke):
     r, res = smoke
     assert res["ok"] and res["skipped"] == [] and res["elapsed_s"] <= res["time_budget_s"]

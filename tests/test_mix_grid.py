@@ -87,6 +87,7 @@ def _fake_run(exp: Path, model: dict, config: dict, batches: int = 10) -> None:
                exp / f"checkpoint-{batches}.pt")
 
 
+@pytest.mark.slow
 def test_mixes_of_the_shipped_weights_are_measured_against_the_shipped_export(tiny_corpus, tmp_path):
     shipped = torch.load(SHIPPED / "conditioned.pt", map_location="cpu", weights_only=False)
     same = {k: v.float() if v.is_floating_point() else v for k, v in shipped["model"].items()}

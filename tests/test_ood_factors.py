@@ -20,6 +20,7 @@ def first_texts(path: Path, n: int):
     return [json.loads(line) for line in path.read_text().splitlines()[:n]]
 
 
+@pytest.mark.slow
 def test_ood_factors_fills_the_two_missing_cells(tiny_corpus, tmp_path):
     out = tmp_path / "f.json"
     work = tmp_path / "work"

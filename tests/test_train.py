@@ -48,6 +48,7 @@ def test_each_model_type_trains_a_few_steps(tiny_corpus, tmp_path, model_type):
     assert list((tmp_path / "log").glob("log-train-*"))
 
 
+@pytest.mark.slow
 def test_resume_mid_epoch_reproduces_an_uninterrupted_run(tiny_corpus, tmp_path):
     common = ("--num-epochs", "2", "--save-every-n", "3")
     # a run started without the loss warm-up (as fine-tuning does) keeps it off when resumed
@@ -64,6 +65,7 @@ def test_resume_mid_epoch_reproduces_an_uninterrupted_run(tiny_corpus, tmp_path)
         assert torch.equal(a["model_avg"][k], b["model_avg"][k]), k
 
 
+@pytest.mark.slow
 def test_sortagrad_epoch_resumes_mid_epoch_and_then_shuffles(tiny_corpus, tmp_path):
     common = ("--num-epochs", "2", "--save-every-n", "2", "--sortagrad-epochs", "1", "--warm-step", "0")
     a = run(train_cmd(tiny_corpus, tmp_path / "a", *common))
@@ -81,6 +83,7 @@ def test_sortagrad_epoch_resumes_mid_epoch_and_then_shuffles(tiny_corpus, tmp_pa
         assert torch.equal(ref["model"][k], b["model"][k]), k
 
 
+@pytest.mark.slow
 def test_a_minutes_budget_cools_the_learning_rate_down_to_zero(tiny_corpus, tmp_path):
     r = run(train_cmd(tiny_corpus, tmp_path, "--num-epochs", "100", "--max-minutes", "0.2",
                       "--lr-cooldown-minutes", "0.15", "--save-every-minutes", "0.04", "--warm-step", "0"))
@@ -101,6 +104,7 @@ def test_a_minutes_budget_cools_the_learning_rate_down_to_zero(tiny_corpus, tmp_
     assert fractions[-1] == 0.0 and any(0 < f < 1 for f in fractions), fractions
 
 
+@pytest.mark.slow
 def test_plateau_cuts_the_learning_rate_and_a_resumed_run_keeps_counting(tiny_corpus, tmp_path):
     # threshold 0.99: no validation after the first counts as an improvement, so with
     # patience 1 every later validation (batches 4, 6; then 8 after resuming) cuts by half
@@ -135,6 +139,7 @@ def test_plateau_cuts_the_learning_rate_and_a_resumed_run_keeps_counting(tiny_co
     assert all(": learning rate x0.5 on a validation plateau (to " in c for c in cuts), cuts
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_its_last_checkpoint(tiny_corpus, tmp_path):
     cmd = train_cmd(tiny_corpus, tmp_path, "--num-epochs", "3", "--save-every-n", "1")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -153,6 +158,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tiny_corpus, tmp_path):
     assert ck["batch_idx_train"] == last + 2
 
 
+@pytest.mark.slow
 def test_two_process_gloo_ddp(tiny_corpus, tmp_path):
     run(train_cmd(tiny_corpus, tmp_path, "--world-size", "2", "--master-port", "29517",
                       "--num-epochs", "1", "--max-batches", "2", "--save-every-n", "2"), timeout=900)
@@ -230,6 +236,7 @@ def test_auto_punct_training_validates_on_true_p_when_dev_has_no_p_auto(tiny_cor
     assert "'valid_num_p': 0.0" not in line and "'valid_loss_p': nan" not in line
 
 
+@pytest.mark.slow
 def test_short_epochs_average_exactly_the_per_batch_weights(tiny_corpus, tmp_path):
     """Epochs (~6 batches) and the whole run far shorter than --average-period 200.
 
