@@ -322,15 +322,15 @@ def real_groups_section(exp: Path, whisper_dir: Path, real_cuts: Path) -> List[s
                for run in ("greedy_search", "modified_beam_search")]
     systems.append(("Whisper base", whisper_dir / f"recogs-{REAL_SET}-{{mode}}-whisper-base.txt", False))
     groups = read_groups(str(real_cuts), ["source", "kind"])
+    refs = {mode: read_transcripts(str(real_cuts), "ref", mode) for mode in ("N", "P")}  # read once, not per system
     table: Dict[str, Dict[str, Dict[str, dict]]] = {}
     for name, path, runtime in systems:
         for mode in ("N", "P"):
             hyp = Path(str(path).format(mode=mode))
             if not hyp.exists():
                 continue
-            refs = read_transcripts(str(real_cuts), "ref", mode)
             hyps = read_transcripts(str(hyp), "hyp", mode if runtime else None)
-            pairs = pair_transcripts(refs, hyps).triples
+            pairs = pair_transcripts(refs[mode], hyps).triples
             for g, summ in score_groups(pairs, groups, SYNTH_PUNCT).items():
                 table.setdefault(g, {}).setdefault(name, {})[mode] = summ
     names = [n for n, _, _ in systems if any(n in by for by in table.values())]
