@@ -10,14 +10,19 @@
 #   ./prepare.sh --dataset real                         # test_real: recordings of people (local/prepare_real.py)
 #   ./prepare.sh --dataset custom --custom-dir DIR --bpe-model egs/synth/pretrained/bpe.model
 #                                                       # your recordings (local/prepare_custom.py, docs/custom-data.md)
+#   ./prepare.sh --dataset games --bpe-model egs/synth/pretrained/bpe.model
+#                                                       # game voice acting, transcribed by Whisper base (docs/real-speech.md)
 #
 # Options (defaults in brackets):
-#   --dataset synth|librispeech|real|custom   [synth]; real: the test set test_real only
+#   --dataset synth|librispeech|real|custom|games   [synth]; real: the test set test_real only
 #   --custom-dir DIR              custom: the folder of recordings with its transcript file (Kaldi text +
 #                                 wav.scp, NeMo JSON lines or CSV/TSV; local/prepare_custom.py), or that file
 #   --stage N --stop-stage M      stages to run [0 .. 100]
 #   --data-dir DIR                everything this script writes [data]
-#   --dl-dir DIR                  LibriSpeech downloads; real: DIR/real holds unpacked .deb files [download]
+#   --dl-dir DIR                  LibriSpeech downloads; real: DIR/real holds unpacked .deb files; games:
+#                                 DIR/games the games' .deb files and their speech as wav [download]
+#   --pseudo-minutes M            games: stop Whisper after M minutes of a run (the next run goes on; the
+#                                 committed local/pseudo_labels/*.tsv are never transcribed again) [no limit]
 #   --nj N                        parallel jobs [2]
 #   --seed N                      text selection, voices, subsets [42]
 #   --voice-seed N                synth: the voice and prosody draws of train only (stage 1), e.g. new
@@ -68,6 +73,9 @@
 # Stages, custom (your recordings):
 #   0 manifests of train/dev/test, split by speaker when there are 3 or more (DATA_DIR/custom/custom.md)
 #   2 fbank features     3 tokenizer     4 filter + subsets     5 manifest statistics
+# Stages, games (training speech of people; local/extract_bass.py, extract_fotaq.py, pseudo_label.py):
+#   0 the voice acting of Beneath a Steel Sky and Flight of the Amazon Queen as wav (Debian .debs)
+#   1 Whisper base's transcripts, the sure ones kept; manifests as custom's stage 0; then 2-5 as custom
 # Both synth and librispeech:
 #   6 punctuation + truecasing restoration model (cascade baseline) and P' references:
 #     restore/pF/ (model, restore.onnx, results.md), fbank/DATASET_cuts_train_pauto_pF.jsonl.gz
@@ -103,17 +111,18 @@ proportions=1.0,0.5,0.35,0.2,0.05
 parts=dev-clean,dev-other,test-clean,test-other,train-clean-100,train-clean-360,train-other-500
 restore_subsets=p1
 custom_dir=""
+pseudo_minutes=-1
 musan=false
 musan_url=https://www.openslr.org/resources/17/musan.tar.gz
 
 . tools/parse_options.sh
 . ./path.sh
 
-log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (prepare.sh) $*"; }
+. tools/log.sh
 
 case "$dataset" in
-  synth|librispeech|real|custom) ;;
-  *) echo "prepare.sh: --dataset must be synth, librispeech, real or custom, not '$dataset'" >&2; exit 2 ;;
+  synth|librispeech|real|custom|games) ;;
+  *) echo "prepare.sh: --dataset must be synth, librispeech, real, custom or games, not '$dataset'" >&2; exit 2 ;;
 esac
 case "$size" in
   default) dev_utts=150; preset_test=300; preset_hours=2.0; preset_vocab=256 ;;
@@ -257,19 +266,47 @@ if [ "$dataset" = real ]; then
   exit 0
 fi
 
-if [ "$dataset" = custom ]; then
+if [ "$dataset" = games ]; then
+  # people's voices for training: the voice acting of two freeware games in Debian (no speaker of
+  # test_real among their actors), transcribed by Whisper base; then as a custom corpus
+  games_dl=$dl_dir/games
+  if run_stage 0 audio "games=bass,fotaq"; then
+    mkdir -p "$games_dl"
+    for pkg in beneath-a-steel-sky flight-of-the-amazon-queen; do
+      ls "$games_dl/${pkg}"_*.deb >/dev/null 2>&1 || (cd "$games_dl" && apt-get download "$pkg")
+    done
+    python3 local/extract_bass.py --deb "$(ls "$games_dl"/beneath-a-steel-sky_*.deb | head -n 1)" --output-dir "$games_dl/bass"
+    python3 local/extract_fotaq.py --deb "$(ls "$games_dl"/flight-of-the-amazon-queen_*.deb | head -n 1)" --output-dir "$games_dl/fotaq"
+    mark_done audio "games=bass,fotaq"
+  fi
+  if in_range 1; then
+    # resumable: each run goes on where the last stopped (--pseudo-minutes M: a time-box per run);
+    # the committed transcripts of local/pseudo_labels/ are not made again
+    labels=()
+    for f in local/pseudo_labels/*.tsv; do [ -f "$f" ] && labels+=(--labels "$f"); done
+    log "Stage 1: transcripts by Whisper base (bash tools/setup_env.sh --whisper)"
+    python3 local/pseudo_label.py --manifest "$games_dl/bass/manifest.tsv" --speaker bass \
+      --manifest "$games_dl/fotaq/manifest.tsv" --speaker fotaq --output "$dir/pseudo.tsv" \
+      --max-minutes "$pseudo_minutes" --seed "$seed" ${labels[@]+"${labels[@]}"}
+  fi
+  custom_dir=$dir/pseudo.tsv
+fi
+
+if [ "$dataset" = custom ] || [ "$dataset" = games ]; then
   # your recordings: train/dev/test manifests here, then the common stages 2-5 (no restoration model)
   splits="train dev test"
-  if in_range 0; then
+  mstage=0  # the manifests' stage: 1 for the games, after their transcripts
+  [ "$dataset" = custom ] || mstage=1
+  if in_range $mstage; then
     [ -n "$custom_dir" ] || { echo "prepare.sh: --dataset custom needs --custom-dir DIR" >&2; exit 2; }
     [ -e "$custom_dir" ] || { echo "prepare.sh: --custom-dir $custom_dir does not exist" >&2; exit 2; }
     custom_dir=$(realpath "$custom_dir")
     # the marker holds a hash of the transcript files: edit them and the data is prepared again
     opts="custom_dir=$custom_dir transcripts=$(python3 local/prepare_custom.py --custom-dir "$custom_dir" --fingerprint true) seed=$seed"
   fi
-  if in_range 0 && run_stage 0 manifests "$opts"; then
+  if in_range $mstage && run_stage $mstage manifests "$opts"; then
     python3 local/prepare_custom.py --custom-dir "$custom_dir" --manifest-dir "$dir/manifests" --seed "$seed" \
-      | tee "$dir/custom.md"
+      --prefix "$dataset" | tee "$dir/$dataset.md"
     mark_done manifests "$opts"
   fi
   [ "$stop_stage" -le 5 ] || stop_stage=5

@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from zipformer_pc.data.references import SYNTH_PUNCT, is_punctuated_source, reference_fields
+from zipformer_pc.logs import setup_logging
 
 PREFIX = "custom"
 SPLITS = ("train", "dev", "test")
@@ -420,6 +421,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--audio-dir", default=None,
                    help="Relative audio paths start from this folder [the transcript file's folder]")
     p.add_argument("--seed", type=int, default=42, help="The split's draw")
+    p.add_argument("--prefix", default=PREFIX,
+                   help="The manifests' name prefix (prepare.sh's --dataset: custom, or games) [custom]")
     p.add_argument("--dev-share", type=float, default=0.05, help="Share of the utterances in dev (at least one)")
     p.add_argument("--test-share", type=float, default=0.05, help="Share of the utterances in test (at least one)")
     p.add_argument("--fingerprint", choices=["true", "false"], default="false",
@@ -428,7 +431,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     custom = Path(args.custom_dir).expanduser().resolve()
     if args.fingerprint == "true":
@@ -457,13 +460,13 @@ def main() -> None:
             id=u["id"], recording_id=u["id"], start=0.0, duration=u["duration"], channel=u["recording"].channel_ids[0],
             text=u["refs"]["text"], language="English", speaker=u["speaker"],
             custom=dict(u["refs"]["custom"], layout=layout, source=u["source"])) for u in items]
-        RecordingSet.from_recordings(u["recording"] for u in items).to_file(out / f"{PREFIX}_recordings_{part}.jsonl.gz")
-        SupervisionSet.from_segments(sups).to_file(out / f"{PREFIX}_supervisions_{part}.jsonl.gz")
+        RecordingSet.from_recordings(u["recording"] for u in items).to_file(out / f"{args.prefix}_recordings_{part}.jsonl.gz")
+        SupervisionSet.from_segments(sups).to_file(out / f"{args.prefix}_supervisions_{part}.jsonl.gz")
     split_counts = {part: sum(1 for v in assign.values() if v == part) for part in SPLITS}
     report = dict(custom_dir=str(custom), layout=layout, files=got["counts"], split=how, seed=args.seed,
                   utterances=split_counts, with_p=sum(1 for u in utts if u["refs"]["custom"]),
                   skipped=dict(sorted(drops.items())))
-    (out / f"{PREFIX}_prep.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / f"{args.prefix}_prep.json").write_text(json.dumps(report, indent=1) + "\n")
 
     print(f"Custom data: {custom}, layout {layout}")
     print()

@@ -65,11 +65,13 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from zipformer_pc.layout import result_name, table_name, whisper_suffix
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus
 from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.text import PunctConfig, normalized, parse_punct_args, punctuated
 from zipformer_pc.transcripts import write_transcripts
 from zipformer_pc.options import str2bool
+from zipformer_pc.whisper import ct2_model_dir
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_PACKAGE = 3
@@ -135,18 +137,6 @@ def how_to_provide(name: str) -> str:
             f"--model /path/to/{base}, or rerun with --allow-download true to let whisper download them.")
 
 
-def ct2_model_dir(name: str) -> Optional[Path]:
-    """The CTranslate2 model directory ``--model`` names for faster-whisper, or None:
-    a directory holding model.bin, or a size name found under the share folder."""
-    if os.path.isdir(name):
-        return Path(name) if (Path(name) / "model.bin").is_file() else None
-    if os.sep in name or name.endswith(".pt"):
-        return None
-    share = Path(os.getenv("ZPC_WHISPER_DIR") or Path(sys.prefix) / "share" / "whisper")
-    d = share / name
-    return d if (d / "model.bin").is_file() else None
-
-
 def import_faster_whisper():
     try:
         import faster_whisper  # noqa: F401
@@ -185,7 +175,7 @@ def backend_and_tag(args) -> Tuple[str, str]:
         backend = "openai-whisper"
     name = args.model.rstrip("/" + os.sep)
     stem = Path(name).stem if name.endswith(".pt") else Path(name).name
-    return backend, "whisper-" + stem
+    return backend, whisper_suffix(stem)
 
 
 def import_whisper():
@@ -317,11 +307,11 @@ def score_and_write(utts: List[Utterance], raw: Dict[str, str], out_dir: Path, t
         if not pairs:
             logging.warning(f"{test}: no utterance has a {mode} reference: mode {mode} not scored")
             continue
-        write_transcripts(str(out_dir / f"recogs-{test}-{mode}-{tag}.txt"), [(u, h) for u, _, h in pairs])
+        write_transcripts(str(out_dir / result_name("recogs", test, mode, tag)), [(u, h) for u, _, h in pairs])
         write_transcripts(str(out_dir / f"refs-{test}-{mode}.txt"), [(u, r) for u, r, _ in pairs])
         summ = score_corpus(pairs, config).summary()
         summ.update({"test_set": test, "mode": mode, "model_type": tag, "rtf": rtf})
-        (out_dir / f"wer-summary-{test}-{mode}-{tag}.json").write_text(json.dumps(summ, indent=1) + "\n")
+        (out_dir / result_name("wer-summary", test, mode, tag)).write_text(json.dumps(summ, indent=1) + "\n")
         summaries[mode] = summ
     if summaries:
         row: Dict[str, object] = dict(summaries.get("P") or summaries["N"])
@@ -330,7 +320,7 @@ def score_and_write(utts: List[Utterance], raw: Dict[str, str], out_dir: Path, t
             for k in ("punc_er", "case_er", "pc_wer", "per", "wer_c", "wer_pc"):
                 row[k] = None
         table = f"Model: {tag}\n\n{markdown_header('test set')}\n{markdown_row(test, row)}\n"
-        (out_dir / f"results-{test}-{tag}.md").write_text(table)
+        (out_dir / table_name(tag, test)).write_text(table)
         print(table)
     return summaries
 
@@ -354,7 +344,9 @@ def fail(code: int, message: str) -> int:
 
 
 def main(argv=None) -> int:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [whisper_score] %(message)s", level=logging.INFO)
+    from zipformer_pc.logs import setup_logging
+
+    setup_logging()
     args = get_parser().parse_args(argv)
     try:
         config = parse_punct_args(args.punct_keep, args.punct_map)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*cmd, **kw):
@@ -29,7 +29,7 @@ def test_option_without_value_is_rejected():
 def test_prepare_rejects_unknown_dataset():
     r = run("bash", "prepare.sh", "--dataset", "timit")
     assert r.returncode == 2
-    assert "--dataset must be synth, librispeech, real or custom" in r.stderr
+    assert "--dataset must be synth, librispeech, real, custom or games" in r.stderr
 
 
 def test_help_prints_usage():
@@ -210,11 +210,7 @@ end_stage 1
     assert rows[2][0] == "1" and rows[2][2] == "training: Table I" and len(rows[2]) == 3
     assert "interrupted: 600 s booked" in r.stdout + r.stderr
 
-    sys.path.insert(0, str(ROOT / "scoring"))
-    try:
-        import make_results
-    finally:
-        sys.path.pop(0)
+    from zipformer_pc.scoring import make_results
     (exp / "timing.tsv").write_text((exp / "timing.tsv").read_text() + "6\t0\tresults\trunning\t1\n")
     timing, calls = make_results.read_timing(exp)
     assert timing == [("0", 40, "data preparation"), ("1", 600 + int(rows[2][1]), "training: Table I")]
