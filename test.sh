@@ -3,6 +3,7 @@
 # Extra arguments go to pytest, e.g.  bash test.sh -k metrics -x
 #   bash test.sh           the full suite (what CI runs)
 #   bash test.sh --fast    the fast layer: every test not marked slow (no end-to-end runs)
+#   bash test.sh tests/decoding   one area: the tests are in folders by area (tests/conftest.py)
 # The test files run on two processes (pytest-xdist, whole files per process, the
 # long ones first: tests/conftest.py) when the machine has two cores or more;
 # ZPC_TEST_WORKERS=N sets the number, 1 runs everything in this process (as does

@@ -33,6 +33,8 @@ import sys
 import time
 from typing import Dict, List
 
+from zipformer_pc.layout import DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES
+
 
 def _rss_now_mb() -> float:
     """Current resident set size in MB (Linux /proc; falls back to ru_maxrss)."""
@@ -101,8 +103,8 @@ def main(argv: List[str] = None) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--chunk-size", type=int, default=32, help="50 Hz frames, -1 = full")
-    parser.add_argument("--left-context-frames", type=int, default=128)
+    parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, help="50 Hz frames, -1 = full")
+    parser.add_argument("--left-context-frames", type=int, default=DEFAULT_LEFT_CONTEXT_FRAMES)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 

@@ -97,6 +97,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from zipformer_pc.logs import setup_logging
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: packages the GPU machine does not have and the check must not need: refused at import time
@@ -167,6 +169,8 @@ def third_party_modules() -> List[str]:
 
 
 def get_parser() -> argparse.ArgumentParser:
+    from zipformer_pc.layout import DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="auto", help="auto (cuda when available), cuda, cuda:N or cpu")
     p.add_argument("--tiny", action="store_true",
@@ -198,8 +202,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--ddp-timeout", type=float, default=None, help="Seconds a DDP run may take [120; tiny 240]")
     p.add_argument("--decode-utts", type=int, default=4)
     p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--chunk-size", type=int, default=32, help="Decoding and export chunk (50 Hz frames)")
-    p.add_argument("--left-context-frames", type=int, default=128)
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE,
+                   help="Decoding and export chunk (50 Hz frames)")
+    p.add_argument("--left-context-frames", type=int, default=DEFAULT_LEFT_CONTEXT_FRAMES)
     p.add_argument("--stages", default=",".join(STAGES), help=f"Comma list of {', '.join(STAGES)}")
     p.add_argument("--time-budget", type=float, default=420.0,
                    help="Seconds for all stages; a stage that no longer fits is skipped, training stops at its "
@@ -1165,7 +1170,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         torch.set_num_threads(2)
         cpu_load_worker(args.cpu_load_worker, args.chunk_size, args.left_context_frames)
         return 0
-    logging.basicConfig(format="%(asctime)s %(levelname)s [gpu_check] %(message)s", level=logging.INFO)
+    setup_logging()
     settle_options(args)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"--device {args.device}: CUDA is not available here (--device cpu --tiny: the CPU smoke run)")

@@ -37,13 +37,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from zipformer_pc.logs import setup_logging
+from zipformer_pc.metrics import fmt
+from zipformer_pc.runtime import utterances
+from zipformer_pc.runtime.hotwords import mode_form, read_hotwords
+from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs
 
-from zipformer_pc.metrics import fmt  # noqa: E402
-from zipformer_pc.runtime import utterances  # noqa: E402
-from zipformer_pc.runtime.hotwords import mode_form, read_hotwords  # noqa: E402
-from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MODES = ("P", "N")
 
@@ -114,7 +114,7 @@ def pct(a: float, b: float):
 
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+    setup_logging()
     hotwords_path = args.hotwords
     hotwords = read_hotwords(hotwords_path)
     bonuses = [float(x) for x in args.hotwords_score.split(",") if x.strip()]

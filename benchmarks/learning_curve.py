@@ -51,6 +51,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from zipformer_pc.logs import setup_logging
+from zipformer_pc.layout import DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES
 from zipformer_pc.options import str2bool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,8 +74,8 @@ def get_parser() -> argparse.ArgumentParser:
     r.add_argument("--minutes", type=float, default=60.0, help="Training time budget")
     r.add_argument("--eval-every", type=float, default=5.0, help="Minutes of training between scored checkpoints")
     r.add_argument("--num-threads", type=int, default=2, help="Threads for training and for scoring")
-    r.add_argument("--chunk-size", type=int, default=32)
-    r.add_argument("--left-context-frames", type=int, default=128)
+    r.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE)
+    r.add_argument("--left-context-frames", type=int, default=DEFAULT_LEFT_CONTEXT_FRAMES)
     r.add_argument("--skip-train", type=str2bool, default=False, help="Only score the checkpoints there are")
     r.add_argument("--avg", type=int, default=1,
                    help="Score each checkpoint with the mean of the weights since the checkpoint AVG before it "
@@ -106,7 +108,7 @@ def checkpoints(exp_dir: Path) -> List[Path]:
 
 
 def train(args) -> None:
-    from zipformer_pc.training.checkpoint import load_checkpoint
+    from zipformer_pc.model.loading import load_checkpoint
 
     extra = [a for a in args.train_args if a != "--"]
     have = checkpoints(args.exp_dir)
@@ -141,7 +143,7 @@ def train(args) -> None:
 def score_checkpoints(args) -> List[Dict[str, float]]:
     import torch
 
-    from zipformer_pc.training.checkpoint import average_between, load_checkpoint
+    from zipformer_pc.model.loading import average_between, load_checkpoint
     from zipformer_pc.data.tokenizer import Tokenizer
     from zipformer_pc.decoding.decode import decode_set
     from zipformer_pc.decoding.decode import get_parser as decode_parser
@@ -339,7 +341,7 @@ def load_rows(exp_dir: Path, avg: int = 1) -> List[Dict[str, float]]:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [learning_curve.py] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     if args.avg < 1:
         raise SystemExit(f"--avg must be >= 1, got {args.avg}")

@@ -6,7 +6,7 @@ Usage:
   python benchmarks/sherpa_vs_ours.py --encoder tiny --duration 2 --num-utts 2
   python benchmarks/sherpa_vs_ours.py --model-dir egs/synth/exp/cond_p/onnx --wavs a.wav wavs/
 
-Both sides get the same files (``export/export_onnx.py``'s layout), the same
+Both sides get the same files (``python -m zipformer_pc.export``'s layout), the same
 16 kHz audio fed in pieces of ``--piece-seconds`` as a live stream, the
 intra-op threads of ``--threads`` (sherpa-onnx gives them to every session,
 ours to the encoder's only: on 2 cores that split is faster) and greedy
@@ -50,6 +50,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from zipformer_pc.export import random_model
+from zipformer_pc.layout import DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES
 from zipformer_pc.export.random_model import synthetic_utterance
 from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
 from zipformer_pc.runtime.audio import wav_files
@@ -201,8 +202,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int, default=500, help="tokens of the random model [500]")
     p.add_argument("--emit-fraction", type=float, default=0.15,
                    help="fraction of encoder frames the random model emits on [0.15]")
-    p.add_argument("--chunk-size", type=int, default=32, help="export chunk, 50 Hz frames [32]")
-    p.add_argument("--left-context-frames", type=int, default=128, help="export left context [128]")
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE,
+                   help=f"export chunk, 50 Hz frames [{DEFAULT_CHUNK_SIZE}]")
+    p.add_argument("--left-context-frames", type=int, default=DEFAULT_LEFT_CONTEXT_FRAMES,
+                   help=f"export left context [{DEFAULT_LEFT_CONTEXT_FRAMES}]")
     p.add_argument("--num-utts", type=int, default=4, help="synthetic utterances [4]")
     p.add_argument("--duration", type=float, default=8.0, help="seconds per synthetic utterance [8]")
     p.add_argument("--piece-seconds", type=float, default=0.1, help="audio per accept_waveform call [0.1]")

@@ -28,6 +28,7 @@ from typing import List
 
 from zipformer_pc.data.references import AUTO_PUNCT_KEY, P_KEY, get_n
 from zipformer_pc.files import text_writer
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.restoration.model import load_restorer
 
 
@@ -45,7 +46,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     from lhotse import load_manifest_lazy
 

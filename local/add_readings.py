@@ -25,14 +25,14 @@ import itertools
 import json
 import logging
 import os
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Set
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# prepare_synth_text.py is this script's sibling: its folder is on sys.path when run as `python local/add_readings.py`
+from prepare_synth_text import SPLITS
 
-from prepare_synth_text import SPLITS  # noqa: E402
+from zipformer_pc.logs import setup_logging
 
 PREFIX = "synth_cuts_"
 # the dev and test sets, linked from the base corpus unchanged
@@ -159,7 +159,7 @@ def write_stats(out: Path, train: str) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [add_readings] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     counts = add_readings(args.base, args.readings, speakers_named(args.speakers), args.out)
     logging.info(f"{args.out}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))

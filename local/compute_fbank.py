@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from zipformer_pc.features import SAMPLING_RATE, lhotse_fbank
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.options import str2bool
 
 
@@ -42,7 +43,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     from lhotse import CutSet, LilcomChunkyWriter, load_manifest
     from tqdm import tqdm

@@ -16,6 +16,8 @@ import tarfile
 import urllib.request
 from pathlib import Path
 
+from zipformer_pc.logs import setup_logging
+
 PC_URL = "https://www.openslr.org/resources/145/manifests.tar.gz"
 
 
@@ -28,7 +30,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     dl = Path(args.dl_dir)
     dl.mkdir(parents=True, exist_ok=True)

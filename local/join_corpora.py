@@ -26,14 +26,14 @@ tokenizer and punctuation config (default: the first corpus's), and
 import argparse
 import logging
 import random
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Sequence, Set, Tuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# add_readings.py is this script's sibling: its folder is on sys.path when run as `python local/join_corpora.py`
+from add_readings import PREFIX, link_sets, read_cuts, write_cuts, write_stats
 
-from add_readings import PREFIX, link_sets, read_cuts, write_cuts, write_stats  # noqa: E402
+from zipformer_pc.logs import setup_logging
 
 TRAIN = "train_p1"
 
@@ -127,7 +127,7 @@ def join_corpora(corpora: Sequence[Tuple[str, Path]], out: Path, base: Path,
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [join_corpora] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     corpora = [parse_corpus(s) for s in args.corpora]
     sources = {s.strip() for s in args.n_only_sources.split(",") if s.strip()}

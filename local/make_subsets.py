@@ -27,6 +27,7 @@ from typing import List
 
 from zipformer_pc.data.references import get_n, get_p, has_p, withhold_p
 from zipformer_pc.features import encoder_frames
+from zipformer_pc.logs import setup_logging
 
 
 def rank_key(seed: int, cut_id: str) -> bytes:
@@ -50,7 +51,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     import sentencepiece as spm
     from lhotse import CutSet, load_manifest

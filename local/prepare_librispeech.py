@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Dict, Tuple
 
 from zipformer_pc.data.references import reference_fields
+from zipformer_pc.logs import setup_logging
 
 
 def read_pc_manifests(pc_dir: Path) -> Tuple[Dict[str, str], int]:
@@ -68,7 +69,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     from lhotse import SupervisionSet
     from lhotse.recipes import prepare_librispeech

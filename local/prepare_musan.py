@@ -28,6 +28,8 @@ import urllib.request
 from pathlib import Path
 from typing import Dict, List
 
+from zipformer_pc.logs import setup_logging
+
 MUSAN_URL = "https://www.openslr.org/resources/17/musan.tar.gz"
 PARTS = ("noise", "music", "speech")
 
@@ -77,7 +79,7 @@ def unpack(dl_dir: Path, url: str) -> Path:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     parts = [p for p in args.parts.split(",") if p]
     bad = [p for p in parts if p not in PARTS]

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from zipformer_pc.data.references import SYNTH_PUNCT, is_punctuated_source, reference_fields
+from zipformer_pc.logs import setup_logging
 
 #: a split of its own, never trained on: the speakers of these sources must
 #: never appear in a training corpus
@@ -294,7 +295,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     from lhotse import Recording, RecordingSet, SupervisionSegment, SupervisionSet
 

@@ -58,6 +58,7 @@ import zlib
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.text import PunctConfig, fold_to_ascii, normalized, punctuated
 
 AUSTEN_RDATA = "/usr/lib/R/site-library/janeaustenr/data/Rdata"
@@ -399,7 +400,7 @@ def add_readings(utts: List[Dict[str, object]], readings: int, split: str = "tra
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     if args.train_question_readings < 1:
         raise SystemExit(f"--train-question-readings must be >= 1, got {args.train_question_readings}")

@@ -65,6 +65,7 @@ from tts import (ESPEAK_ENGINES, EXTRA_VOICES, KOKORO_OOD_VOICES, KOKORO_VOICES,
                  TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES, Synthesizer, Voice, check_tools, voice_dict)
 
 from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
+from zipformer_pc.logs import setup_logging
 
 _worker_synth: Optional[Synthesizer] = None
 
@@ -193,7 +194,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--text", required=True, help="Utterance text file (jsonl)")
     p.add_argument("--voices", choices=["train", "ood", "kokoro_ood"], required=True,
                    help="train: in-domain (TRAIN_VOICES), ood: held out (OOD_VOICES, test_ood), kokoro_ood: the "
-                        "held-out Kokoro speakers (KOKORO_OOD_VOICES, benchmarks/ood_factors.py)")
+                        "held-out Kokoro speakers (KOKORO_OOD_VOICES, research/ood_factors.py)")
     p.add_argument("--voice-set", choices=["default", "wide", "mixed"], default="default",
                    help="Voices and prosody of --voices train: default (TRAIN_VOICES), wide (WIDE_VOICES) "
                         "or mixed (each utterance one of the two, MIXED_WIDE_SHARE wide)")
@@ -212,7 +213,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     from lhotse import Recording, RecordingSet, SupervisionSegment, SupervisionSet
     from tqdm import tqdm

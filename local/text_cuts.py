@@ -21,16 +21,14 @@ models that have read the test text make its figures meaningless.
 """
 
 import argparse
-import json
 import logging
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prepare_synth_text import WORDS_PER_SECOND  # this script's sibling (its folder is on sys.path when run)
 
-from prepare_synth_text import WORDS_PER_SECOND  # noqa: E402
-
-from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields  # noqa: E402
+from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
+from zipformer_pc.data.utterances import read_utterances
+from zipformer_pc.logs import setup_logging
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -68,22 +66,8 @@ def text_cut(utt: dict):
     return MonoCut(id=utt["id"], start=0, duration=duration, channel=0, supervisions=[sup])
 
 
-def read_utterances(path: Path):
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                utt = json.loads(line)
-                if not isinstance(utt.get("id"), str) or not isinstance(utt.get("text_raw"), str):
-                    raise ValueError("no 'id' and 'text_raw' strings")
-            except (ValueError, AttributeError) as e:
-                raise SystemExit(f"{path}:{n}: not an utterance of prepare_synth_text.py ({e})") from None
-            yield utt
-
-
 def main(argv=None) -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [text_cuts.py] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args(argv)
     if not args.text.is_file():
         raise SystemExit(f"{args.text}: no such file (prepare.sh --stop-stage 0 writes the text)")

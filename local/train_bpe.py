@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 from zipformer_pc.data.references import get_n, get_p
+from zipformer_pc.logs import setup_logging
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -37,7 +38,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     import sentencepiece as spm
     from lhotse import load_manifest_lazy

@@ -11,7 +11,7 @@ Kneser-Ney (``zipformer_pc.lm``), ARPA format.  ``--prefix lodr --order 2
 --prune ''`` writes the LODR bigrams ``lodr-P.arpa.gz`` / ``lodr-N.arpa.gz``
 instead, which beam search subtracts (they stand for the predictor's
 internal LM: train them on the transducer's own training references).  Put them beside an ONNX
-export and ``export/onnx_streaming.py --decoding-method modified_beam_search``
+export and ``python -m zipformer_pc.transcribe --decoding-method modified_beam_search``
 fuses them (``--lm-scale``).  Only training references belong here: an LM
 that has read the test text would make the test figures meaningless.
 Speed-perturbed copies (cut ids ending in ``_spF``) are read once.
@@ -25,6 +25,7 @@ from pathlib import Path
 from zipformer_pc.data.references import SupervisionsOnce, get_n, get_p
 from zipformer_pc.data.tokenizer import Tokenizer
 from zipformer_pc.lm import LM_PREFIXES, NgramLm
+from zipformer_pc.logs import setup_logging
 
 MODES = ("P", "N")
 
@@ -44,7 +45,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in MODES]

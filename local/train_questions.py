@@ -10,7 +10,7 @@ Reads the sentences of the training P references that end with ``.`` or
 logistic regression of ``zipformer_pc.questions`` and sets its threshold
 to the one with the fewest wrong marks on the dev references' sentences
 (0.5 without ``--dev-cuts``).  Put ``questions.json.gz`` beside an ONNX
-export and the runtime applies it to P (``export/onnx_streaming.py
+export and the runtime applies it to P (``python -m zipformer_pc.transcribe
 --questions``); ``python -m zipformer_pc.decoding.decode --questions FILE``
 does the same.  As for the token LMs, only training references belong in
 ``--cuts``: a model that has read the test text makes the test figures
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from zipformer_pc.data.references import SupervisionsOnce, get_p
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.questions import decision_counts, sentences, train, tune_threshold
 
 
@@ -50,7 +51,7 @@ def read_sentences(paths):
 
 
 def main(argv=None) -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args(argv)
     if args.epochs < 1:
         raise SystemExit(f"--epochs must be at least 1, got {args.epochs}")

@@ -32,7 +32,7 @@ F``, train only): 24 English speakers of the neural Kokoro-82M model
 (Apache-2.0; US and British, 13 female), run by PyPI ``kokoro-onnx`` from
 the files ``local/install_kokoro.py`` puts into the venv (tools/setup_env.sh).
 Four more Kokoro speakers, ``KOKORO_OOD_VOICES``, never read training speech
-(``synthesize.py --voices kokoro_ood``: benchmarks/ood_factors.py's natural
+(``synthesize.py --voices kokoro_ood``: research/ood_factors.py's natural
 held-out voices).
 """
 
@@ -104,7 +104,7 @@ OOD_VOICES: List[Voice] = [
 # in-domain accents, so that models learn the words rather than the voices.
 # espeak-ng 1.51 voice variants (files of espeak-ng-data/voices/!v, the name
 # after "+"), each checked to render speech with every dialect below
-# (tests/test_voices.py::test_every_wide_voice_renders_speech).  Left out:
+# (tests/data/test_voices.py::test_every_wide_voice_renders_speech).  Left out:
 # whisper and whisperf (whispered: no voicing, unlike every test voice),
 # fast (an engine speed test, not a voice), caleb and klatt6 (render the
 # same samples as klatt).

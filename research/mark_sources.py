@@ -2,7 +2,7 @@
 """Where a system's inserted marks fall in the raw source text.
 
 Usage:
-  python benchmarks/mark_sources.py --cuts data/synth/fbank/synth_cuts_test.jsonl.gz \
+  python research/mark_sources.py --cuts data/synth/fbank/synth_cuts_test.jsonl.gz \
       --hyps exp/conditioned/runtime-modified_beam_search-test.tsv
 
 P keeps LibriSpeech-PC's marks (`. , ?`) and drops the others, but the
@@ -22,16 +22,12 @@ import argparse
 import collections
 import difflib
 import re
-import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from zipformer_pc.data.references import get_p, get_raw  # noqa: E402
-from zipformer_pc.text import normalized  # noqa: E402
-from zipformer_pc.transcripts import TranscriptError, read_transcripts  # noqa: E402
+from zipformer_pc.data.references import get_p, get_raw
+from zipformer_pc.text import normalized
+from zipformer_pc.transcripts import TranscriptError, read_transcripts
 
 TRAILING = re.compile(r"([^\w']+)$")
 

@@ -3,7 +3,7 @@
 
 Usage:
   # a run mixed with the shipped weights at three weights, and a soup of two runs (0.4 / 0.2, the start 0.4)
-  python benchmarks/mix_grid.py --exp-dir EXP_A/conditioned EXP_B/conditioned --iter 3671 3309 \\
+  python research/mix_grid.py --exp-dir EXP_A/conditioned EXP_B/conditioned --iter 3671 3309 \\
       --weights 1,0 0.7,0 0.5,0 0.4,0.2 --start egs/synth/pretrained/conditioned.pt \\
       --cuts dev=data/synth/fbank/synth_cuts_dev.jsonl.gz dev_ood=data/synth/fbank/synth_cuts_dev_ood.jsonl.gz \\
       --work-dir /tmp/mix_grid
@@ -41,17 +41,18 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from zipformer_pc.export import onnx_export
+from zipformer_pc.layout import DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES
+from zipformer_pc.lm import LM_PREFIXES, find_lm
+from zipformer_pc.logs import setup_logging
+from zipformer_pc.metrics import fmt, paired_bootstrap
+from zipformer_pc.modes import RUNTIME_ORDER
+from zipformer_pc.questions import FILE_NAME as QUESTIONS
+from zipformer_pc.runtime import utterances
+from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs
+from zipformer_pc.training import interpolate
 
-from zipformer_pc.export import onnx_export  # noqa: E402
-from zipformer_pc.lm import LM_PREFIXES, find_lm  # noqa: E402
-from zipformer_pc.metrics import fmt, paired_bootstrap  # noqa: E402
-from zipformer_pc.modes import RUNTIME_ORDER  # noqa: E402
-from zipformer_pc.questions import FILE_NAME as QUESTIONS  # noqa: E402
-from zipformer_pc.runtime import utterances  # noqa: E402
-from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs  # noqa: E402
-from zipformer_pc.training import interpolate  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 # (key of the row, mode, key of the metrics summary): each is better lower
 FIGURES = (("wer", "N", "wer"), ("pc_wer", "P", "pc_wer"), ("per", "P", "per"))
@@ -69,8 +70,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--cuts", nargs="+", required=True, help="NAME=MANIFEST sets to decode (cuts with references)")
     p.add_argument("--max-utts", type=int, default=0, help="the first this many cuts of each set (0: all)")
     p.add_argument("--work-dir", type=Path, required=True, help="written: one directory per mix (weights, ONNX)")
-    p.add_argument("--chunk-size", type=int, default=32)
-    p.add_argument("--left-context-frames", type=int, default=128)
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE)
+    p.add_argument("--left-context-frames", type=int, default=DEFAULT_LEFT_CONTEXT_FRAMES)
     p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
     p.add_argument("--output-json", type=Path, default=None)
     p.add_argument("--rule", choices=("bootstrap", "strict"), default="bootstrap",
@@ -206,7 +207,7 @@ def table(rows: Dict[str, Dict[str, dict]], chosen: Optional[str], confidence: O
 
 def main(argv=None) -> Dict[str, object]:
     args = get_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s [mix_grid] %(message)s", level=logging.INFO)
+    setup_logging()
     if len(args.exp_dir) != len(args.iter):
         raise SystemExit(f"give one --iter per --exp-dir: {len(args.exp_dir)} run(s), {len(args.iter)} --iter")
     if not 0 < args.confidence <= 1:

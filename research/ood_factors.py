@@ -3,8 +3,8 @@
 
 Usage:
   # the shipped model on the corpus of prepare.sh (150 utterances per cell)
-  python benchmarks/ood_factors.py --data-dir data/synth
-  python benchmarks/ood_factors.py --model-dir egs/synth/exp/conditioned/onnx --data-dir ~/zpc/data_all/synth \
+  python research/ood_factors.py --data-dir data/synth
+  python research/ood_factors.py --model-dir egs/synth/exp/conditioned/onnx --data-dir ~/zpc/data_all/synth \
       --num-utts 300 --work-dir /tmp/ood_factors
 
 ``test_ood`` differs from ``test`` in two ways at once: other voices (espeak-ng
@@ -43,17 +43,15 @@ import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
+from zipformer_pc.data.utterances import read_utterances
+from zipformer_pc.logs import setup_logging
+from zipformer_pc.metrics import Views, fmt, word_errors
+from zipformer_pc.modes import add_derived
+from zipformer_pc.runtime import utterances
+from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "local"))
-
-from text_cuts import read_utterances  # noqa: E402
-
-from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields  # noqa: E402
-from zipformer_pc.metrics import Views, fmt, word_errors  # noqa: E402
-from zipformer_pc.modes import add_derived  # noqa: E402
-from zipformer_pc.runtime import utterances  # noqa: E402
-from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs  # noqa: E402
 
 # (cell, voices, text): the two cells of the corpus and the two this script synthesizes
 CELLS: Tuple[Tuple[str, str, str], ...] = (
@@ -68,7 +66,7 @@ KOKORO_CELL = ("voices_kokoro", "held-out Kokoro", "Austen")
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, default=ROOT / "egs/synth/pretrained",
-                   help="streaming ONNX export (export/export_onnx.py's layout) [egs/synth/pretrained]")
+                   help="streaming ONNX export (python -m zipformer_pc.export's layout) [egs/synth/pretrained]")
     p.add_argument("--data-dir", type=Path, required=True,
                    help="a synthetic corpus of prepare.sh (DATA_DIR/synth: text/, fbank/)")
     p.add_argument("--num-utts", type=int, default=150, help="utterances per cell (the first ones of each set)")
@@ -158,15 +156,18 @@ def unseen_split(decoded, seen: set) -> Dict[str, float]:
 
 
 def kokoro_missing() -> List[str]:
-    """What the voices_kokoro cell needs and this machine lacks (``local/tts.py``)."""
-    import tts
+    """What the voices_kokoro cell needs and this machine lacks (``local/tts.py``, loaded from its file)."""
+    import importlib.util
 
+    spec = importlib.util.spec_from_file_location("tts", ROOT / "local" / "tts.py")
+    tts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tts)
     return tts.missing_tools(tts.KOKORO_OOD_VOICES)[0]
 
 
 def main(argv=None) -> None:
     args = get_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+    setup_logging()
     cells = CELLS
     if args.kokoro != "false":
         missing = kokoro_missing()

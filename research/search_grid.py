@@ -3,12 +3,12 @@
 
 Usage:
   # the blank penalties of docs/decoding-extras.md's table, greedy and beam search (with the LMs of the model dir)
-  python benchmarks/search_grid.py --model-dir egs/synth/pretrained \
+  python research/search_grid.py --model-dir egs/synth/pretrained \
       --cuts data/synth/fbank/synth_cuts_dev.jsonl.gz \
       --decoding-methods greedy_search,modified_beam_search --blank-penalties 0,0.5,1,1.5
 
 Every cell (decoding method x blank penalty) decodes the same utterances with
-:class:`zipformer_pc.runtime.StreamingRecognizer` (as ``export/onnx_streaming.py
+:class:`zipformer_pc.runtime.StreamingRecognizer` (as ``python -m zipformer_pc.transcribe
 --cuts`` does, 0.1 s pieces; the other search options as that command's, e.g.
 ``--lm-scale`` and ``--questions``) and scores them with ``zipformer_pc.metrics``.
 The audio is read once.  Prints a markdown table (WER from N; PC-WER, PuncER,
@@ -25,13 +25,13 @@ import sys
 from pathlib import Path
 from typing import Dict, List
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from zipformer_pc.logs import setup_logging
+from zipformer_pc.metrics import fmt
+from zipformer_pc.options import check_blank_penalty
+from zipformer_pc.runtime import utterances
+from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs
 
-from zipformer_pc.metrics import fmt  # noqa: E402
-from zipformer_pc.options import check_blank_penalty  # noqa: E402
-from zipformer_pc.runtime import utterances  # noqa: E402
-from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 METHODS = ("greedy_search", "modified_beam_search")
 
@@ -39,7 +39,7 @@ METHODS = ("greedy_search", "modified_beam_search")
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", type=Path, default=ROOT / "egs/synth/pretrained",
-                   help="streaming ONNX export (export/export_onnx.py's layout) [egs/synth/pretrained]")
+                   help="streaming ONNX export (python -m zipformer_pc.export's layout) [egs/synth/pretrained]")
     p.add_argument("--cuts", required=True, help="lhotse cut manifest with N (and P) references")
     p.add_argument("--max-utts", type=int, default=0, help="the first this many cuts (0: all)")
     p.add_argument("--decoding-methods", default="greedy_search,modified_beam_search",
@@ -88,7 +88,7 @@ def table(rows: List[Dict[str, object]]) -> str:
 
 def main(argv=None) -> List[Dict[str, object]]:
     args = get_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s [search_grid] %(message)s", level=logging.INFO)
+    setup_logging()
     grid = parse_grid(args)
     utts = utterances.read_once(utterances.from_cuts(args.cuts, args.max_utts))
     if not utts:

@@ -10,7 +10,7 @@ Usage:
       --output-md exp/rtf.md --output-json exp/rtf.json
 
 ``--system NAME=MODEL_DIR[:RESTORE_ONNX]`` (repeatable): MODEL_DIR holds one
-export of ``export/export_onnx.py`` (``encoder*.onnx``, ``decoder-{P,N}*``,
+export of ``python -m zipformer_pc.export`` (``encoder*.onnx``, ``decoder-{P,N}*``,
 ``joiner-{P,N}*``, ``tokens.txt``, and the ``*.int8.onnx`` copies for
 ``--int8 true``).  With a restoration model (``zipformer_pc.restoration``'s ONNX
 export) the system is a cascade: the model's N output is restored to P by
@@ -26,13 +26,19 @@ timed; one utterance is decoded untimed first (warm-up).  The encoder and the
 restoration model use ``--num-threads`` intra-op threads; decoders and joiners
 one.
 
-Which modes are searched (``--modes``): ``both`` searches every mode a model
-exports; ``P`` or ``N`` searches only that mode of a two-mode model (the other
+Which modes are searched (``--modes``, the one syntax of every command line,
+``zipformer_pc.options``): ``all`` (the default; also empty, or ``both``, this
+script's older word) searches every mode a model exports; ``P`` or ``N`` (or a
+comma list, ``P,N``) searches only those modes of a two-mode model (the other
 mode's metrics are then ``-``).  Single-mode models always search their mode,
-and a cascade always searches N.  With ``--modes both`` a two-mode model is
+and a cascade always searches N.  When a two-mode model searches both, it is
 also timed searching only ``--single-mode`` (the same utterances, alternating
 with the two-mode run so background load hits both alike): the ``both/single``
 column is the ratio of the two RTFs.
+
+The search is the runtime's (``--decoding-method``, ``--beam-size``, the LMs and
+the question model of each MODEL_DIR, ``--blank-penalty``: the options of
+``python -m zipformer_pc.transcribe``); by default greedy search.
 
 Scores come from the ONNX runtime's own transcripts, via
 ``zipformer_pc.metrics``: WER from the N output (references:
@@ -64,11 +70,14 @@ from typing import Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import numpy as np
 
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.metrics import score_corpus
 from zipformer_pc.modes import MODE_NAMES, RESTORED_FROM, RUNTIME_ORDER
 from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.runtime import StreamingRecognizer, find_model_files
-from zipformer_pc.options import str2bool
+from zipformer_pc.runtime.recognizer import search_kwargs
+from zipformer_pc.options import add_modes_option, modes_text, selected_modes, str2bool
+from zipformer_pc.options import add_search_options as add_shared_search_options
 
 METRICS = ("wer", "punc_er", "case_er", "pc_wer")
 LATENCY_COLUMNS = ("system", "chunk ms", "mode", "words", "word delay ms (mean / p50 / p90)",
@@ -197,13 +206,14 @@ def check_systems(systems: Sequence[System], precisions: Sequence[bool]) -> Dict
     return files
 
 
-def modes_to_search(available: Sequence[str], cascade: bool, requested: str) -> List[str]:
+def modes_to_search(available: Sequence[str], cascade: bool, requested: Optional[Sequence[str]]) -> List[str]:
     """Mode names to search: a cascade searches what its restoration reads (N); ``requested``
-    (``both``, ``P`` or ``N``) picks among a two-mode model's ``available`` modes."""
+    (``--modes`` parsed: the names given, None for all) picks among a two-mode model's ``available``
+    modes (a single-mode model searches its mode whatever is asked)."""
     if cascade:
         return sorted({MODE_NAMES[src] for src in RESTORED_FROM.values()})
-    if requested != "both" and len(available) > 1:
-        return [requested]
+    if len(available) > 1:
+        return selected_modes(requested, available) or list(available)
     return list(available)
 
 
@@ -228,12 +238,13 @@ def run_config(system: System, files: Dict[str, Path], threads: int, int8: bool,
     available = [m for m in RUNTIME_ORDER if f"decoder-{m}" in files]
     modes = modes_to_search(available, system.cascade, args.modes)
     precision = "int8" if int8 else "fp32"
-    rec = StreamingRecognizer(files, num_threads=threads, modes=modes)
+    search = search_kwargs(args, system.model_dir)
+    rec = StreamingRecognizer(files, num_threads=threads, modes=modes, **search)
     single: Optional[StreamingRecognizer] = None
     single_mode = None
     if len(modes) > 1:
         single_mode = args.single_mode
-        single = StreamingRecognizer(files, num_threads=threads, modes=[single_mode])
+        single = StreamingRecognizer(files, num_threads=threads, modes=[single_mode], **search)
     restorer = None
     if system.cascade:
         from zipformer_pc.runtime.restoration import OnnxRestorer
@@ -349,10 +360,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--cuts", required=True, help="lhotse cuts with recordings (the references are scored)")
     p.add_argument("--num-threads", default="1", help="comma list of encoder intra-op thread counts [1]")
     p.add_argument("--int8", default="false", help="comma list of true/false: fp32 and/or int8 models [false]")
-    p.add_argument("--modes", default="both", choices=["both", "P", "N"],
-                   help="modes searched by two-mode models [both]")
+    add_modes_option(p, "searched by two-mode models")
     p.add_argument("--single-mode", default="P", choices=["P", "N"],
-                   help="with --modes both, a two-mode model is also timed searching only this mode [P]")
+                   help="when a two-mode model searches both modes, it is also timed searching only this mode [P]")
+    add_shared_search_options(p, "each MODEL_DIR")
     p.add_argument("--max-utterances", type=int, default=0, help="use the first N cuts (0: all) [0]")
     p.add_argument("--piece-seconds", type=float, default=0.1, help="audio per accept_waveform call [0.1]")
     p.add_argument("--warmup", type=int, default=1, help="untimed decodes of the first utterance per run [1]")
@@ -367,7 +378,7 @@ def get_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> List[Dict[str, object]]:
     args = get_parser().parse_args(argv)
     command = "python scoring/measure_rtf.py " + shlex.join(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s [measure_rtf] %(message)s", level=logging.INFO)
+    setup_logging()
     if not args.system:
         fail("give at least one --system NAME=MODEL_DIR[:RESTORE_ONNX]")
     if args.piece_seconds <= 0:
@@ -404,7 +415,9 @@ def main(argv=None) -> List[Dict[str, object]]:
     if args.output_json:
         args.output_json.parent.mkdir(parents=True, exist_ok=True)
         info = {"command": command, "cuts": str(args.cuts), "num_utts": len(utts), "audio_seconds": total,
-                "piece_seconds": args.piece_seconds, "modes": args.modes, "single_mode": args.single_mode,
+                "piece_seconds": args.piece_seconds, "modes": modes_text(args.modes), "single_mode": args.single_mode,
+                "search": {"decoding_method": args.decoding_method, "beam_size": args.beam_size,
+                           "blank_penalty": args.blank_penalty, "questions": args.questions},
                 "rows": rows, "latency_rows": latency_rows}
         args.output_json.write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
         logging.info("Wrote %s", args.output_json)

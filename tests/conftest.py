@@ -1,4 +1,11 @@
-"""Shared fixtures: the tiny synthetic corpus, built once per test session."""
+"""Shared fixtures (the tiny synthetic corpus, built once per test session) and the one place
+that sets up imports for the tests.
+
+The tests are grouped by area in folders (``tests/data/``, ``tests/model/``, ...; no
+``__init__.py``: every test file's name is unique).  This file's folder, ``tests/``, is on
+``sys.path`` (pytest puts it there to import this file), so a test imports its helpers with
+``from conftest import ...``; the scripts of ``local/``, ``benchmarks/``, ``research/`` and
+``scoring/`` are imported with :func:`local_module` and :func:`script_module`."""
 
 import json
 import os
@@ -26,14 +33,26 @@ TRAINING_TIMEOUT = 1800
 # different processes, so that the quick files fill the gaps instead of a long one
 # running alone at the end.  The 2nd needs no tiny corpus: it runs while the first
 # process builds it.
-LONG_FILES = ("test_train.py", "test_librispeech_e2e.py", "test_onnx.py", "test_recipe_synth.py",
-              "test_pretrain.py", "test_synth_data.py", "test_finetune.py", "test_decode.py", "test_restore.py",
-              "test_learning_curve.py", "test_custom_data.py", "test_real_speech.py")
+# Paths relative to tests/.
+LONG_FILES = ("training/test_train.py", "recipes/test_librispeech_e2e.py", "runtime/test_onnx.py",
+              "recipes/test_recipe_synth.py", "recipes/test_pretrain.py", "data/test_synth_data.py",
+              "training/test_finetune.py", "decoding/test_decode.py", "text/test_restore.py",
+              "benchmarks/test_learning_curve.py", "data/test_custom_data.py", "data/test_real_speech.py")
+TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config, items):
+    missing = [f for f in LONG_FILES if not (TESTS / f).is_file()]
+    assert not missing, f"tests/conftest.py's LONG_FILES names files that do not exist: {missing}"
     rank = {name: i for i, name in enumerate(LONG_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: in-file order kept
+
+    def key(item):
+        try:
+            return rank.get(item.path.resolve().relative_to(TESTS).as_posix(), len(LONG_FILES))
+        except ValueError:  # a test outside tests/
+            return len(LONG_FILES)
+
+    items.sort(key=key)  # stable: in-file order kept
 
 
 def built_once(tmp_path_factory, name: str, build) -> Path:
@@ -147,15 +166,22 @@ def local_module(name: str):
     return importlib.import_module(name)
 
 
-def benchmark_module(name: str):
-    """A script of benchmarks/ imported as a module (no sys.path change)."""
+def script_module(path: str):
+    """A script of the repository (``"research/mix_grid.py"``) imported from its file as the
+    module of its name (``mix_grid``), once per process; its folder does not go on sys.path (the
+    scripts of benchmarks/, research/ and scoring/ import only the package and the library)."""
     import importlib.util
 
+    name = Path(path).stem
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name, ROOT / path)
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
         sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
     return sys.modules[name]
 
 
@@ -261,7 +287,7 @@ def scripted_search(pieces, script, emitted=None):
 
 
 # ---------------------------------------------------------------------------
-# the WebSocket server (zipformer_pc.server) as a process, for tests/test_server*.py
+# the WebSocket server (zipformer_pc.server) as a process, for tests/server/test_server*.py
 
 RULE2 = 0.5  # seconds of silence after speech that end a segment (the servers started below)
 

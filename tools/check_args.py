@@ -6,7 +6,7 @@ Usage:
   python tools/check_args.py zipformer_pc.training.train --train-cuts a.jsonl.gz --valid-cuts b.jsonl.gz \
       --bpe-model bpe.model --exp-dir exp/x --model-type conditioned
   python tools/check_args.py -m zipformer_pc.decoding.decode --exp-dir exp/x --bpe-model bpe.model --test-sets t=t.jsonl.gz
-  python tools/check_args.py export/export_onnx.py --exp-dir exp/x --tokens tokens.txt --int8 true
+  python tools/check_args.py -m zipformer_pc.export --exp-dir exp/x --tokens tokens.txt --int8 true
   python tools/check_args.py prepare.sh --dataset librispeech --stage 0 --stop-stage 6
 
   # many commands, one a line, as they would be run (what `egs/librispeech/run.sh --dry-run true` does)
@@ -25,7 +25,9 @@ that files exist, say, is up to the script when it really runs.
 A shell target (``*.sh``) is checked the way ``tools/parse_options.sh``
 reads options: every ``--name value`` / ``--name=value`` must name a
 variable the script sets before it sources parse_options.sh (a little
-stricter than parse_options.sh itself, which accepts any defined variable).
+stricter than parse_options.sh itself, which accepts any defined variable);
+a script that sets ``pass_to=OTHER.sh`` there (the recipes: prepare.sh) also
+takes OTHER.sh's options, which it hands on to it.
 
 In a commands file each line is split like a shell line (``shlex``); a
 leading interpreter (``python``, ``python3``, a path to one, ``bash``) is
@@ -217,11 +219,16 @@ def load_parser(target: str) -> argparse.ArgumentParser:
 def shell_option_names(path: Path) -> List[str]:
     """Variables a recipe script sets (``name=...``) or declares without a value
     (``declare name``: an option whose unset and empty values differ) before it
-    sources parse_options.sh."""
+    sources parse_options.sh, and those of the script its ``pass_to=`` names
+    (the options it passes through)."""
     names: List[str] = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if re.match(r"\s*(\.|source)\s+\S*parse_options\.sh\b", line):
             return names
+        m = re.match(r"pass_to=(\S+)", line)
+        if m:
+            names += shell_option_names(ROOT / m.group(1).strip("\"'"))
+            continue
         m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=|declare\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:#|$)", line)
         if m:
             names.append(m.group(1) or m.group(2))

@@ -1,15 +1,64 @@
-# Sourced by the recipes (egs/*/run.sh) after tools/parse_options.sh: the
+# Sourced by the recipes (egs/synth/run.sh, egs/synth/pretrain.sh,
+# egs/librispeech/run.sh, egs/custom/run.sh) after tools/parse_options.sh: the
 # project's environment (path.sh), the experiment plan (egs/systems.tsv),
-# stage selection, logging and job control.
+# stage selection, logging, job control and the stages the recipes share.
 #
 # The recipe sets stage and stop_stage, and before running jobs nj (jobs run
 # side by side); dry_run=true (optional) prints commands instead of running
 # them and records them in $dry_list.
+#
+# Options for prepare.sh: a recipe sets pass_to=prepare.sh before it sources
+# tools/parse_options.sh, and every prepare.sh option it does not declare
+# itself (--voice-set, --train-hours, --gcide-hours, --musan-url, ...) is kept
+# in passed_opts and handed to prepare.sh by prepare_data.
+#
+# The shared stages, one function each ([HOW]: launch's options, below):
+#   use_plan LIST                  the plan (egs/systems.tsv) with the systems of LIST ("all" or names)
+#                                  selected; copied to $exp_dir/systems.tsv (not in a dry run)
+#   for_each_system STAGE CMD...   CMD once per selected system of the plan (of its stage STAGE;
+#                                  "-": every stage), with the system's columns as variables
+#   read_geometry                  chunk and left: the default streaming geometry (zipformer_pc/layout.py)
+#   layout ARGS...                 python3 -m zipformer_pc.layout ARGS: the experiment directory's names
+#   prep_default OPTION VALUE      the recipe's default for a prepare.sh option it passes through
+#   prep_value OPTION              that option's value as passed through (status 1: not given)
+#   prepare_data ARGS...           stage 0: ./prepare.sh ARGS and the options passed through; one of
+#                                  ARGS' options passed through as well is an error (check_passed_opts
+#                                  ARGS says so before any stage runs)
+#   prepare_real DATA_DIR          test_real, recordings of people (prepare.sh --dataset real):
+#                                  DATA_DIR/real/fbank/real_cuts_test_real.jsonl.gz
+#   find_bpe_dir DIR [BPE_MODEL]   the first DIR/lang_bpe_*/ holding a bpe.model (BPE_MODEL's, when
+#                                  given); prints nothing when there is none
+#   train_model [HOW] EXP ARGS...  zipformer_pc.training.train --exp-dir EXP ARGS, resumed from EXP's
+#                                  newest checkpoint-B.pt (--start-batch B) unless ARGS give
+#                                  --start-epoch; EXP/train_cmd.txt holds the command (not in a dry run)
+#   decode_model [HOW] EXP ARGS... zipformer_pc.decoding.decode --exp-dir EXP in the geometry $chunk,
+#                                  $left, and ARGS: EXP/METHOD/ (recogs, results-*.md, wer-summary-*);
+#                                  with --marker FILE TEXT skipped when FILE holds TEXT ("already decoded")
+#   export_model [HOW] EXP CHUNK ARGS...  zipformer_pc.export --exp-dir EXP --chunk-size CHUNK
+#                                  --left-context-frames $left ARGS: the streaming ONNX files in EXP/onnx
+#                                  (or ARGS' --output-dir)
+#   measure_rtf [HOW] OUT CUTS N SYSTEMS...      scoring/measure_rtf.py: streaming RTF and accuracy of
+#                                  the ONNX runtime (SYSTEMS: --system NAME=DIR[:RESTORE_ONNX] ...) on N
+#                                  utterances of CUTS (0: all), 1 and 2 threads, fp32 and int8: OUT.md, OUT.json
+#   measure_latency [HOW] OUT CUTS N SYSTEMS...  the same at 1 thread in fp32, with the captions'
+#                                  latency and stability (--latency true): OUT.md, OUT.json
+#   whisper_rows MODEL OUT_DIR SETS [ARGS...]    Whisper MODEL (scoring/whisper_score.py ARGS) on each
+#                                  NAME=CUTS of the comma list SETS: OUT_DIR/ (a set scored there
+#                                  already is skipped), logs OUT_DIR-NAME.log; a note, no error, when
+#                                  Whisper is not installed (tools/setup_env.sh --whisper)
+#   write_results DATA_DIR RESULTS_DIR ARGS...  RESULTS.md (and figures/) in RESULTS_DIR from the
+#                                  plan, $exp_dir's decodings and measurements (scoring/make_results.py ARGS)
+# HOW, how launch runs a command (any of):
+#   --job NAME          in the background, $nj at a time (run_job; wait_jobs waits, and fails when one
+#                       failed); without it in the foreground, through run (printed in a dry run)
+#   --log FILE          the output goes to FILE (--append: added to it); in the foreground a failure
+#                       shows its last 20 lines and stops the recipe ("training failed (see FILE)")
+#   --marker FILE TEXT  TEXT goes to FILE when the command succeeded
 
 . ./path.sh
 recipe=$0  # for messages
 
-log() { echo "$(date '+%Y-%m-%d %H:%M:%S') ($recipe) $*"; }
+. tools/log.sh
 die() { echo "$recipe: $*" >&2; exit 2; }
 run_this() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
 
@@ -164,4 +213,196 @@ end_stage() {
     "$exp_dir/timing.tsv" > "$exp_dir/timing.tsv.tmp"
   mv "$exp_dir/timing.tsv.tmp" "$exp_dir/timing.tsv"
   log "Stage $1 took $t s"
+}
+
+# -------------------------------------------------------- the shared stages
+# (described at the top of this file)
+layout() { python3 -m zipformer_pc.layout "$@"; }
+read_geometry() { read -r chunk left < <(layout geometry) || die "python3 -m zipformer_pc.layout geometry failed"; }
+
+use_plan() {
+  plan_load egs/systems.tsv
+  plan_select "$1"
+  if [ "${dry_run:-false}" = false ]; then
+    mkdir -p "$exp_dir"
+    cp egs/systems.tsv "$exp_dir/systems.tsv"  # the plan this run followed
+  fi
+}
+for_each_system() {
+  local st=$1 s
+  shift
+  for s in "${SYSTEMS[@]}"; do
+    system_fields "$s"
+    is_selected "$name" && { [ "$st" = - ] || [ "$sys_stage" = "$st" ]; } || continue
+    "$@"
+  done
+}
+
+prep_value() {
+  local i found=1
+  PREP_VALUE=""
+  for ((i = 0; i < ${#passed_opts[@]}; i += 2)); do
+    [ "${passed_opts[$i]}" = "$1" ] && { PREP_VALUE=${passed_opts[$((i + 1))]}; found=0; }
+  done
+  echo "$PREP_VALUE"
+  return $found
+}
+prep_default() { prep_value "$1" > /dev/null || [ -z "$2" ] || passed_opts+=("$1" "$2"); }
+check_passed_opts() {
+  local i a
+  for ((i = 0; i < ${#passed_opts[@]}; i += 2)); do
+    for a in "$@"; do
+      [ "$a" != "${passed_opts[$i]}" ] ||
+        die "${passed_opts[$i]} is not passed through to prepare.sh: this recipe gives it itself"
+    done
+  done
+}
+prepare_data() {
+  check_passed_opts "$@"
+  run ./prepare.sh "$@" "${passed_opts[@]}"
+}
+prepare_real() { run ./prepare.sh --dataset real --data-dir "$1" --dl-dir "$1/download"; }
+
+find_bpe_dir() {
+  local d
+  for d in "$1"/lang_bpe_*; do
+    [ -f "$d/bpe.model" ] || continue
+    if [ -z "${2:-}" ] || cmp -s "$d/bpe.model" "$2"; then echo "$d"; return 0; fi
+  done
+}
+
+# launch_opts ARGS...: the HOW options at the start of ARGS in the array LAUNCH (a stage function
+# shifts them off), its --job name and --marker in LAUNCH_JOB, LAUNCH_MARKER and LAUNCH_TEXT
+launch_opts() {
+  LAUNCH=()
+  LAUNCH_JOB=""
+  LAUNCH_MARKER=""
+  LAUNCH_TEXT=""
+  while :; do
+    case "${1:-}" in
+      --job) LAUNCH_JOB=$2; LAUNCH+=("$1" "$2"); shift 2 ;;
+      --log) LAUNCH+=("$1" "$2"); shift 2 ;;
+      --append) LAUNCH+=("$1"); shift ;;
+      --marker) LAUNCH_MARKER=$2; LAUNCH_TEXT=$3; LAUNCH+=("$1" "$2" "$3"); shift 3 ;;
+      *) return 0 ;;
+    esac
+  done
+}
+# launch WHAT [HOW] CMD...: CMD as HOW says; WHAT names it in a failure ("WHAT failed (see LOG)")
+launch() {
+  local what=$1
+  shift
+  launch_opts "$@"
+  shift ${#LAUNCH[@]}
+  local job=$LAUNCH_JOB marker=$LAUNCH_MARKER want=$LAUNCH_TEXT logf="" append=false i
+  for ((i = 0; i < ${#LAUNCH[@]}; i++)); do
+    case "${LAUNCH[$i]}" in --log) logf=${LAUNCH[$((i + 1))]} ;; --append) append=true ;; esac
+  done
+  if [ -n "$job" ]; then
+    run_job "$job" "${logf:-/dev/null}" "$marker" "$want" "$@"
+    return 0
+  fi
+  if [ "${dry_run:-false}" = true ]; then
+    run "$@"
+    return 0
+  fi
+  if [ -z "$logf" ]; then
+    "$@" || exit $?
+  elif [ "$append" = true ]; then
+    "$@" >> "$logf" 2>&1 || { tail -n 20 "$logf" >&2; die "$what failed (see $logf)"; }
+  else
+    "$@" > "$logf" 2>&1 || { tail -n 20 "$logf" >&2; die "$what failed (see $logf)"; }
+  fi
+  [ -z "$marker" ] || echo "$want" > "$marker"
+}
+
+train_model() {
+  launch_opts "$@"
+  local how=("${LAUNCH[@]}") exp b
+  shift ${#how[@]}
+  exp=$1
+  shift
+  set -- python3 -m zipformer_pc.training.train --exp-dir "$exp" "$@"
+  if [[ " $* " != *" --start-epoch "* ]]; then
+    b=$(newest_checkpoint "$exp")
+    [ -z "$b" ] || set -- "$@" --start-batch "$b"
+  fi
+  if [ "${dry_run:-false}" = false ]; then
+    mkdir -p "$exp"
+    echo "$*" > "$exp/train_cmd.txt"
+  fi
+  launch training "${how[@]}" "$@"
+}
+
+decode_model() {
+  launch_opts "$@"
+  local how=("${LAUNCH[@]}") job=$LAUNCH_JOB marker=$LAUNCH_MARKER want=$LAUNCH_TEXT exp
+  shift ${#how[@]}
+  exp=$1
+  shift
+  if [ -n "$marker" ] && done_as "$marker" "$want"; then
+    log "  ${job#decoding of }: already decoded"
+    return 0
+  fi
+  launch decoding "${how[@]}" python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" \
+    --chunk-size "$chunk" --left-context-frames "$left" "$@"
+}
+
+export_model() {
+  launch_opts "$@"
+  local how=("${LAUNCH[@]}") exp c
+  shift ${#how[@]}
+  exp=$1 c=$2
+  shift 2
+  launch export "${how[@]}" python3 -m zipformer_pc.export --exp-dir "$exp" --chunk-size "$c" \
+    --left-context-frames "$left" "$@"
+}
+
+measure_rtf() {
+  launch_opts "$@"
+  local how=("${LAUNCH[@]}") out cuts n
+  shift ${#how[@]}
+  out=$1 cuts=$2 n=$3
+  shift 3
+  launch "RTF measurement" "${how[@]}" python3 scoring/measure_rtf.py "$@" --cuts "$cuts" --num-threads 1,2 \
+    --int8 false,true --max-utterances "$n" --output-md "$out.md" --output-json "$out.json"
+}
+measure_latency() {
+  launch_opts "$@"
+  local how=("${LAUNCH[@]}") out cuts n
+  shift ${#how[@]}
+  out=$1 cuts=$2 n=$3
+  shift 3
+  launch "latency measurement" "${how[@]}" python3 scoring/measure_rtf.py "$@" --cuts "$cuts" --num-threads 1 \
+    --int8 false --max-utterances "$n" --latency true --output-md "$out.md" --output-json "$out.json"
+}
+
+whisper_rows() {
+  local model=$1 out=$2 sets=$3 ts t rc cmd
+  shift 3
+  for ts in ${sets//,/ }; do
+    t=${ts%%=*}
+    cmd=(python3 scoring/whisper_score.py --cuts "${ts#*=}" --test-name "$t" --model "$model" --output-dir "$out" "$@")
+    if [ "${dry_run:-false}" = true ]; then
+      run "${cmd[@]}"
+      continue
+    fi
+    [ -f "$out/$(layout result-name --kind wer-summary --test "$t" --mode N --suffix "whisper-$(basename "$model" .pt)")" ] &&
+      continue
+    rc=0
+    "${cmd[@]}" > "$out-$t.log" 2>&1 || rc=$?
+    case $rc in
+      0) ;;
+      3|4) log "  Whisper rows skipped (bash tools/setup_env.sh --whisper installs faster-whisper and its model)"; break ;;
+      *) die "scoring/whisper_score.py failed on $t (exit $rc): $out-$t.log" ;;
+    esac
+  done
+}
+
+write_results() {
+  local data=$1 results=$2
+  shift 2
+  [ "${dry_run:-false}" = true ] || mkdir -p "$results"
+  run python3 scoring/make_results.py --plan egs/systems.tsv --exp-dir "$exp_dir" --data-dir "$data" \
+    --results-dir "$results" "$@"
 }

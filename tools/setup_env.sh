@@ -4,7 +4,7 @@
 # and Python packages (torch, torchaudio, lhotse, sentencepiece, onnx,
 # onnxruntime, kaldi-native-fbank, kaldialign, sherpa-onnx, aiohttp, ...).
 # As root (or with sudo) it also installs chromium and chromium-driver for the
-# web page's end-to-end test (tests/test_server_web.py), which skips without them,
+# web page's end-to-end test (tests/server/test_server_web.py), which skips without them,
 # and the extra training voices of prepare.sh --extra-voices (svox pico, RHVoice,
 # MBROLA, festival rab/don: Debian contrib and non-free, fetched with a copy of
 # the system's apt sources that adds those components, kept in a directory of
@@ -54,7 +54,7 @@ for arg in "$@"; do
   esac
 done
 
-log() { echo "$(date '+%Y-%m-%d %H:%M:%S') (setup_env) $*"; }
+. "$ROOT/tools/log.sh"
 # root, or sudo without a password prompt: may optional packages be installed?
 root_available() { [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

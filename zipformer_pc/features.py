@@ -11,7 +11,7 @@ below are the single source for all three, chosen to match what sherpa-onnx's
 * 80 mel bins from 20 Hz to Nyquist - 400 Hz, log power, no energy,
 * no dither, ``snip_edges=False`` (frame count = round(num_samples / 160)).
 
-``tests/test_features.py`` checks that lhotse and kaldi-native-fbank agree.
+``tests/data/test_features.py`` checks that lhotse and kaldi-native-fbank agree.
 
 This module imports only numpy at load time (lhotse and kaldi-native-fbank
 inside the functions that need them): the streaming runtime
@@ -109,7 +109,7 @@ def options_from_metadata(meta: Mapping[str, str]) -> Dict[str, Any]:
     for k, default in FBANK_OPTIONS.items():
         v = meta.get(f"fbank_{k}")
         if v is None:
-            raise ValueError(f"encoder metadata lacks fbank_{k}: was it exported by export/export_onnx.py?")
+            raise ValueError(f"encoder metadata lacks fbank_{k}: was it exported by python -m zipformer_pc.export?")
         if isinstance(default, bool):
             out[k] = v == "true"
         elif isinstance(default, int):

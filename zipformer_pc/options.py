@@ -1,9 +1,29 @@
-"""Option parsing helpers shared by the command lines (icefall-style booleans,
-the search options that decode.py and the runtime both take)."""
+"""The option groups the command lines share, so that one option means one thing everywhere.
+
+* :func:`add_checkpoint_options`: which weights of an experiment directory
+  (``--exp-dir``, ``--epoch``, ``--iter``, ``--avg``, ``--use-averaged-model``):
+  ``zipformer_pc.decode`` and ``zipformer_pc.export``;
+* :func:`add_search_options`: the search (``--decoding-method``, ``--beam-size``, the LM
+  fusion's ``--lm-scale`` / ``--lm-token-bonus`` / ``--lodr-scale``, ``--blank-penalty``,
+  ``--questions``): decode, the runtime (``zipformer_pc.transcribe``, ``zipformer_pc.serve``,
+  which add ``--hotwords``) and ``scoring/measure_rtf.py``;
+* :func:`add_modes_option`: ``--modes``, one syntax everywhere (:func:`parse_modes_option`):
+  a comma list of output modes in any order (``P,N``, ``N``, ``P``); empty or ``all``: every
+  mode the model has (``both`` is an alias of ``all``, measure_rtf's old word);
+* icefall-style booleans (:func:`str2bool`).
+"""
 
 import argparse
 import math
-from typing import Tuple
+from pathlib import Path
+from typing import Optional, Tuple, Union
+
+#: the searches (as zipformer_pc.layout.DECODING_METHODS names their result folders)
+DECODING_METHODS = ("greedy_search", "modified_beam_search")
+#: the output modes' names, in the runtime's order (as zipformer_pc.modes.RUNTIME_ORDER)
+MODE_NAMES = ("P", "N")
+#: ``--modes`` words for every mode the model has (``both``: scoring/measure_rtf.py's old word)
+ALL_MODES = ("", "all", "both")
 
 
 def str2bool(v) -> bool:
@@ -17,7 +37,7 @@ def str2bool(v) -> bool:
     raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
 
 
-# Chosen on dev with benchmarks/search_grid.py (docs/decoding-extras.md, "Blank penalty"): 1.0 is best in PC-WER and
+# Chosen on dev with research/search_grid.py (docs/decoding-extras.md, "Blank penalty"): 1.0 is best in PC-WER and
 # PER for greedy search; beam search with the LMs is level in PC-WER from 0 to 1.0 and best in PER at 1.0.  The default of the runtime (command lines
 # and StreamingRecognizer) and of the recipe's decode.py; the search functions themselves take 0.
 DEFAULT_BLANK_PENALTY = 1.0
@@ -69,3 +89,100 @@ def resolve_fusion(args: argparse.Namespace, has_lm: bool, has_lodr: bool) -> Tu
     bonus = bonus if args.lm_token_bonus is None else args.lm_token_bonus
     lodr = (lodr if scale > 0 else 0.0) if args.lodr_scale is None else args.lodr_scale
     return scale, bonus, lodr
+
+
+# ------------------------------------------------------------------- checkpoints
+
+
+def add_checkpoint_options(p: argparse.ArgumentParser) -> None:
+    """``--exp-dir`` and the weights in it to use: ``--epoch E`` or ``--iter B`` (wins), ``--avg A``,
+    ``--use-averaged-model`` (:func:`zipformer_pc.model.loading.averaged_weights`)."""
+    g = p.add_argument_group("checkpoint", "which weights of the experiment directory (zipformer_pc.model.loading)")
+    g.add_argument("--exp-dir", required=True, type=Path, help="the training's experiment directory")
+    g.add_argument("--epoch", type=int, default=0, help="the weights at the end of this epoch (epoch-E.pt)")
+    g.add_argument("--iter", type=int, default=0,
+                   help="the weights of checkpoint-B.pt instead of an epoch's (> 0 wins over --epoch)")
+    g.add_argument("--avg", type=int, default=1, help="average over this many epochs / checkpoints back")
+    g.add_argument("--use-averaged-model", type=str2bool, default=True,
+                   help="the exact mean of the weights after every batch of the interval (false: the plain "
+                        "mean of the checkpoints' final weights, icefall's)")
+
+
+# ------------------------------------------------------------------------ search
+
+
+def questions_arg(v: str) -> Union[bool, str]:
+    """argparse type of decode's ``--questions``: true / false (the model dir's question model or
+    none), or the path of a question model."""
+    try:
+        return str2bool(v)
+    except argparse.ArgumentTypeError:
+        if not v:
+            raise argparse.ArgumentTypeError("expected true, false or the path of a question model") from None
+        return v
+
+
+def add_search_options(p: argparse.ArgumentParser, where: str = "the model dir", question_paths: bool = False) -> None:
+    """``--decoding-method``, ``--beam-size``, the LM fusion options (:func:`add_fusion_options`, the LMs of
+    ``where``), ``--blank-penalty`` and ``--questions`` (true / false; with ``question_paths`` also the path
+    of a question model, which overrides the model dir's)."""
+    g = p.add_argument_group("search", "the search per mode and what it adds (LMs, blank penalty, questions)")
+    g.add_argument("--decoding-method", choices=DECODING_METHODS, default="greedy_search",
+                   help="search per mode (modified_beam_search: as sherpa-onnx's, --beam-size paths)")
+    g.add_argument("--beam-size", type=int, default=4, help="paths of modified_beam_search")
+    add_fusion_options(g, where)
+    add_blank_penalty_option(g)
+    help_ = (f"use the question model of {where} (questions.json.gz, when it has one): P ends the sentences it "
+             "reads as questions with ? (false: P as searched)")
+    if question_paths:
+        g.add_argument("--questions", type=questions_arg, default=True, help=help_ + "; or the path of a "
+                       "question model (local/train_questions.py) to use instead")
+    else:
+        g.add_argument("--questions", type=str2bool, default=True, help=help_)
+
+
+# ------------------------------------------------------------------------- modes
+
+
+def parse_modes_option(spec: str) -> Optional[Tuple[str, ...]]:
+    """The modes ``--modes`` names, in the order given (``"N,P"`` -> ``("N", "P")``); None for every mode
+    the model has (``""``, ``all``, ``both``).  ValueError for anything else (an unknown or repeated mode)."""
+    text = spec.strip()
+    if text.lower() in ALL_MODES:
+        return None
+    names = [m.strip().upper() for m in text.split(",")]
+    bad = [m for m in names if m not in MODE_NAMES]
+    if bad or len(set(names)) != len(names):
+        why = f"unknown mode {bad[0]!r}" if bad else "a mode named twice"
+        raise ValueError(f"{why} in {spec!r}: give a comma list of {' and '.join(MODE_NAMES)} in any order "
+                         f"(P,N, N, P), or all (also empty or both) for every mode the model has")
+    return tuple(names)
+
+
+def modes_type(spec: str) -> Optional[Tuple[str, ...]]:
+    """argparse type of ``--modes`` (:func:`parse_modes_option`; a clear usage error otherwise)."""
+    try:
+        return parse_modes_option(spec)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_modes_option(p: argparse.ArgumentParser, what: str = "searched") -> None:
+    """``--modes``: the output modes ``what`` (the parsed value: a tuple of names in the order given, None
+    for all)."""
+    p.add_argument("--modes", type=modes_type, default="all",
+                   help=f"output modes {what}: a comma list of P and N in any order (P,N, N, P); all (or empty; "
+                        "both, the old word) for every mode the model has (default: all)")
+
+
+def selected_modes(wanted: Optional[Tuple[str, ...]], available) -> list:
+    """The modes of ``available`` that ``--modes`` (parsed: ``wanted``) picks, in ``wanted``'s order
+    (all of ``available`` when ``wanted`` is None)."""
+    if wanted is None:
+        return list(available)
+    return [m for m in wanted if m in available]
+
+
+def modes_text(wanted: Optional[Tuple[str, ...]]) -> str:
+    """``--modes`` as written back (``P,N``, or ``all``)."""
+    return "all" if wanted is None else ",".join(wanted)

@@ -6,15 +6,13 @@
 #   bash egs/custom/run.sh --custom-dir ~/my_recordings                    # 30 min of training on a CPU
 #   bash egs/custom/run.sh --custom-dir ~/cv/en/validated.tsv --minutes 120 --augment default
 #   bash egs/custom/run.sh --stage 2 --exp-dir egs/custom/exp              # decode and export again
-#   .venv/bin/python export/onnx_streaming.py --model-dir egs/custom/exp/onnx YOUR.wav
+#   .venv/bin/python -m zipformer_pc.transcribe --model-dir egs/custom/exp/onnx YOUR.wav
 #
 # Options (defaults in brackets):
 #   --stage N --stop-stage M   stages to run [0 .. 3]
-#   --custom-dir DIR           the recordings: a folder with a Kaldi (text + wav.scp), NeMo (JSON lines)
-#                              or CSV/TSV (path,text[,speaker]) transcript, or that file (stage 0)
 #   --data-dir DIR             prepared data go to DIR/custom [data]
 #   --exp-dir DIR              the fine-tuned model, its scores and its ONNX export [egs/custom/exp]
-#   --output-dir DIR           the ONNX model for export/onnx_streaming.py --model-dir [EXP_DIR/onnx]
+#   --output-dir DIR           the ONNX model for zipformer_pc.transcribe --model-dir [EXP_DIR/onnx]
 #   --init-dir DIR             the model fine-tuning starts from (conditioned.pt, bpe.model) [egs/synth/pretrained]
 #   --minutes M                training time (validation excluded); checkpoints every M/4 [30]
 #   --max-batches N            also stop after N training batches (0: no limit) [0]
@@ -29,6 +27,12 @@
 #   --threads N                torch threads (prepare.sh --nj, training, decoding) [2]
 #   --seed N                   the train/dev/test split and training [42]
 #
+# Passed through to prepare.sh (stage 0): every prepare.sh option this recipe does not take itself
+# (tools/parse_options.sh, pass_to; prepare.sh --help), above all
+#   --custom-dir DIR           the recordings: a folder with a Kaldi (text + wav.scp), NeMo (JSON lines)
+#                              or CSV/TSV (path,text[,speaker]) transcript, or that file (stage 0)
+# It gives --dataset, --data-dir, --bpe-model, --proportions, --seed, --nj and --stop-stage itself.
+#
 # Stages:
 #   0  data: prepare.sh --dataset custom with the shipped tokenizer: train/dev/test manifests (by
 #      speaker when there are 3 or more speakers, 5% each held out), fbank, filter; DATA_DIR/custom/custom.md
@@ -42,7 +46,6 @@ cd "$(dirname "$0")/../.."
 
 stage=0
 stop_stage=3
-custom_dir=""
 data_dir=data
 exp_dir=egs/custom/exp
 output_dir=""
@@ -58,9 +61,10 @@ avg=2
 int8=true
 threads=2
 seed=42
+pass_to=prepare.sh  # its options that this recipe does not declare go to it (stage 0)
 
 . tools/parse_options.sh
-. tools/recipe.sh  # path.sh, log, die, run_this, newest_checkpoint
+. tools/recipe.sh  # path.sh, log, die, run_this, the shared stages
 
 is_bool() { [ "$1" = true ] || [ "$1" = false ]; }
 is_bool "$int8" || die "--int8 must be true or false"
@@ -75,22 +79,21 @@ done
 output_dir=${output_dir:-$exp_dir/onnx}
 dir=$data_dir/custom
 fbank=$dir/fbank
-chunk=32
-left=128
+read_geometry  # chunk, left
+# the shipped tokenizer: fine-tuning keeps the shipped model's token ids; P is kept on every cut that has it
+prep_args=(--dataset custom --data-dir "$data_dir" --bpe-model "$init_dir/bpe.model" --proportions 1.0
+  --seed "$seed" --nj "$threads" --stop-stage 5)
+check_passed_opts "${prep_args[@]}"
 mkdir -p "$exp_dir"
 
 if run_this 0; then
-  [ -n "$custom_dir" ] || die "stage 0 needs --custom-dir DIR: the folder of your recordings and their transcript"
+  custom_dir=$(prep_value --custom-dir) && [ -n "$custom_dir" ] ||
+    die "stage 0 needs --custom-dir DIR: the folder of your recordings and their transcript"
   log "Stage 0: data from $custom_dir into $dir"
-  # the shipped tokenizer: fine-tuning keeps the shipped model's token ids; P is kept on every cut that has it
-  ./prepare.sh --dataset custom --custom-dir "$custom_dir" --data-dir "$data_dir" --bpe-model "$init_dir/bpe.model" \
-    --proportions 1.0 --seed "$seed" --nj "$threads" --stop-stage 5
+  prepare_data "${prep_args[@]}"
 fi
 
-bpe_dir=""
-for d in "$dir"/lang_bpe_*; do
-  if [ -f "$d/bpe.model" ] && cmp -s "$d/bpe.model" "$init_dir/bpe.model"; then bpe_dir=$d; break; fi
-done
+bpe_dir=$(find_bpe_dir "$dir" "$init_dir/bpe.model")
 [ -n "$bpe_dir" ] || die "no data prepared with $init_dir/bpe.model under $dir: run stage 0 first"
 
 if run_this 1; then
@@ -106,7 +109,6 @@ if run_this 1; then
   save_n=1000000000
   [ "$max_batches" -gt 0 ] && save_n=$(( (max_batches + 3) / 4 ))
   extra=()
-  [ -n "$b" ] && extra+=(--start-batch "$b")
   [ -n "$max_duration" ] && extra+=(--max-duration "$max_duration")
   [ -n "$base_lr" ] && extra+=(--base-lr "$base_lr")
   [ -n "$augment" ] && extra+=(--augment "$augment")
@@ -115,13 +117,12 @@ if run_this 1; then
   log "Stage 1: fine-tuning $init_dir/conditioned.pt for $minutes min${b:+, resuming from checkpoint-$b.pt}" \
     "(log: $exp_dir/train.log)"
   # shellcheck disable=SC2086
-  python3 -m zipformer_pc.training.train --exp-dir "$exp_dir" --model-type conditioned --encoder tiny \
+  train_model --log "$exp_dir/train.log" --append "$exp_dir" --model-type conditioned --encoder tiny \
     --train-cuts "$manifest" --valid-cuts "$fbank/custom_cuts_dev.jsonl.gz" --bpe-model "$bpe_dir/bpe.model" \
     --init-from "$init_dir/conditioned.pt" --init-modules all --warm-step 0 --freeze-encoder "$freeze_encoder" \
     --num-epochs 1000 --max-minutes "$minutes" --max-batches "$max_batches" --save-every-minutes "$save_minutes" \
     --save-every-n "$save_n" --keep-last-k 0 --valid-interval 1000000000 --num-threads "$threads" \
-    --seed "$seed" "${extra[@]}" $train_opts >> "$exp_dir/train.log" 2>&1 \
-    || { tail -n 20 "$exp_dir/train.log" >&2; die "training failed (see $exp_dir/train.log)"; }
+    --seed "$seed" "${extra[@]}" $train_opts
   grep -E "Reached|Validation|validation" "$exp_dir/train.log" | tail -n 3 || true
 fi
 
@@ -150,10 +151,8 @@ if run_this 2; then
   ln -sf "$(realpath "$init_dir/conditioned.pt")" "$shipped/checkpoint-$ib.pt"
   decode() {  # decode EXP_DIR LOG WEIGHTS...
     local exp=$1 logf=$2; shift 2
-    python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" "$@" --bpe-model "$bpe_dir/bpe.model" \
-      --test-sets "test=$test_cuts" --decoding-method greedy_search --chunk-size $chunk \
-      --left-context-frames $left --num-threads "$threads" > "$logf" 2>&1 \
-      || { tail -n 20 "$logf" >&2; die "decoding failed (see $logf)"; }
+    decode_model --log "$logf" "$exp" "$@" --bpe-model "$bpe_dir/bpe.model" --test-sets "test=$test_cuts" \
+      --decoding-method greedy_search --num-threads "$threads"
   }
   newest_results() { ls -t "$1"/greedy_search/results-*.md | sed -n 1p; }  # the table decode.py just wrote
   decode "$shipped" "$exp_dir/decode-shipped.log" --iter "$ib" --avg 1 --use-averaged-model false
@@ -176,18 +175,19 @@ fi
 
 if run_this 3; then
   pick_weights
-  suffix=iter-$b-avg-$a-chunk-$chunk-left-$left
-  if [ -f "$output_dir/encoder-$suffix.onnx" ] && { [ "$int8" = false ] || [ -f "$output_dir/encoder-$suffix.int8.onnx" ]; }; then
+  names=(export-name --iter "$b" --avg "$a" --chunk "$chunk" --left "$left")  # zipformer_pc/layout.py
+  fp32=$(python3 -m zipformer_pc.layout "${names[@]}") && q8=$(python3 -m zipformer_pc.layout "${names[@]}" --int8) ||
+    die "python3 -m zipformer_pc.layout ${names[*]} failed"
+  if [ -f "$output_dir/$fp32" ] && { [ "$int8" = false ] || [ -f "$output_dir/$q8" ]; }; then
     log "Stage 3: $output_dir already holds the export of checkpoint-$b.pt (--avg $a)"
   else
     log "Stage 3: ONNX export of checkpoint-$b.pt (--avg $a, chunk $chunk, left $left) into $output_dir"
     # one model per folder: the files of an earlier export go
     rm -f "$output_dir"/encoder-*.onnx "$output_dir"/decoder-*.onnx "$output_dir"/joiner-*.onnx
-    python3 export/export_onnx.py --exp-dir "$exp_dir" --iter "$b" --avg "$a" --tokens "$bpe_dir/tokens.txt" \
-      --chunk-size $chunk --left-context-frames $left --int8 "$int8" --output-dir "$output_dir" \
-      > "$exp_dir/export.log" 2>&1 || { tail -n 20 "$exp_dir/export.log" >&2; die "export failed (see $exp_dir/export.log)"; }
+    export_model --log "$exp_dir/export.log" "$exp_dir" "$chunk" --iter "$b" --avg "$a" \
+      --tokens "$bpe_dir/tokens.txt" --int8 "$int8" --output-dir "$output_dir"
   fi
   log "Transcribe with it:"
-  echo "  .venv/bin/python export/onnx_streaming.py --model-dir $output_dir YOUR.wav"
+  echo "  .venv/bin/python -m zipformer_pc.transcribe --model-dir $output_dir YOUR.wav"
 fi
 log "Done (stages $stage..$stop_stage)."

@@ -12,8 +12,8 @@
 # STATUS AND COSTS.  This recipe has NOT been run on LibriSpeech here: the
 # development machine has 2 CPU cores, no GPU and no LibriSpeech download.  It
 # is checked with --dry-run true, which parses the arguments of every command
-# it would run (tests/test_recipes.py), and run through every stage on a tiny
-# corpus in LibriSpeech's layout (tests/test_librispeech_e2e.py: espeak-ng
+# it would run (tests/recipes/test_recipes.py), and run through every stage on a tiny
+# corpus in LibriSpeech's layout (tests/recipes/test_librispeech_e2e.py: espeak-ng
 # speech, LibriSpeech-PC manifests, tiny encoder, 1 epoch on CPU, three
 # systems; --world-size 1 --use-fp16 false --vocab-size 100
 # --train-extra "--num-threads 1").  The paper trains 70M-parameter models
@@ -105,6 +105,11 @@
 #   --decode-extra "OPTS"         appended to every decoding command [""]
 #   --seed N                      [42]
 #
+# Passed through to prepare.sh (stage 0): every prepare.sh option this recipe does not take itself
+# (tools/parse_options.sh, pass_to), e.g. --musan-url URL (prepare.sh --help).  It gives --dataset,
+# --data-dir, --dl-dir, --parts, --speed-perturb, --vocab-size, --proportions, --restore-subsets,
+# --nj (--prep-nj), --seed and --musan itself.
+#
 # Stages:
 #   0  data (prepare.sh --dataset librispeech): download LibriSpeech + LibriSpeech-PC, manifests
 #      with both references, fbank, BPE (--vocab-size), punctuated-proportion subsets p1 0.5 0.35 0.2 0.05,
@@ -156,8 +161,8 @@ master_port=12354
 decoding_methods=greedy_search,modified_beam_search
 beam_size=4
 blank_penalty=0
-chunk_size=32
-left_context_frames=128
+chunk_size=""           # empty: the default geometry of zipformer_pc/layout.py (after path.sh below)
+left_context_frames=""
 decode_nj=4
 decode_threads=4
 decode_max_duration=600
@@ -166,10 +171,16 @@ whisper_model=base
 train_extra=""
 decode_extra=""
 seed=42
+pass_to=prepare.sh  # its options that this recipe does not declare go to it (stage 0)
 
 cmdline="bash egs/librispeech/run.sh $*"
 . tools/parse_options.sh
 . tools/recipe.sh
+# the streaming geometry (chunk, left) and the names of the experiment directory: zipformer_pc/layout.py
+read_geometry
+chunk_size=${chunk_size:-$chunk}
+left_context_frames=${left_context_frames:-$left}
+chunk=$chunk_size left=$left_context_frames
 
 is_int() { case "$1" in ''|*[!0-9]*) return 1 ;; *) return 0 ;; esac; }
 for v in stage stop_stage vocab_size num_epochs avg world_size decode_nj decode_threads rtf_utts prep_nj num_workers seed \
@@ -236,22 +247,21 @@ for t in test-clean test-other; do case ",$parts," in *,$t,*) tests+=("$t") ;; e
 test_sets=""
 for t in "${tests[@]}"; do test_sets="$test_sets${test_sets:+,}$t=$fbank/librispeech_cuts_$t.jsonl.gz"; done
 
+# the options stage 0 gives prepare.sh (any other of its options passes through)
+prep_args=(--dataset librispeech --data-dir "$data_dir" --dl-dir "$dl_dir" --parts "$parts"
+  --speed-perturb "$speed_perturb" --vocab-size "$vocab_size" --proportions 1.0,0.5,0.35,0.2,0.05
+  --restore-subsets p1 --nj "$prep_nj" --seed "$seed" --musan "$musan")
+check_passed_opts "${prep_args[@]}"
+
 # --------------------------------------------------------------------- systems
 # the experiment plan (egs/systems.tsv), shared with egs/synth/run.sh
-plan_load egs/systems.tsv
-plan_select "$systems"
-if [ "$dry_run" = false ]; then
-  mkdir -p "$exp_dir"
-  cp egs/systems.tsv "$exp_dir/systems.tsv"  # the plan this run followed
-fi
+use_plan "$systems"
 [ "$dry_run" = true ] && log "Dry run: commands are printed and their arguments checked; nothing runs."
 
 # ------------------------------------------------------------------- stage 0
 if run_this 0; then
   log "Stage 0: data preparation (prepare.sh --dataset librispeech)"
-  run ./prepare.sh --dataset librispeech --data-dir "$data_dir" --dl-dir "$dl_dir" --parts "$parts" \
-    --speed-perturb "$speed_perturb" --vocab-size "$vocab_size" --proportions 1.0,0.5,0.35,0.2,0.05 \
-    --restore-subsets p1 --nj "$prep_nj" --seed "$seed" --musan "$musan"
+  prepare_data "${prep_args[@]}"
 fi
 
 # -------------------------------------------------------------- stages 1 to 3
@@ -267,18 +277,15 @@ train_system() {
   if [ "$dry_run" = false ]; then
     start=$(first_epoch "$exp" "$num_epochs")
     if [ "$start" -gt "$num_epochs" ]; then log "  $name: already trained ($num_epochs epochs)"; return 0; fi
-    mkdir -p "$exp"
   fi
+  log "  training $name (epochs $start..$num_epochs; log: $exp/log/)"
   # shellcheck disable=SC2046,SC2086
-  set -- python3 -m zipformer_pc.training.train --exp-dir "$exp" --encoder "$encoder" \
+  train_model "$exp" --encoder "$encoder" \
     --train-cuts "$manifest" --valid-cuts "$valid_cuts" --bpe-model "$bpe_dir/bpe.model" \
     --world-size "$world_size" --dtype "$dtype" --num-epochs "$num_epochs" --start-epoch "$start" \
     --max-duration "$max_duration" --num-workers "$num_workers" --loss "$loss" \
     --num-buckets "$num_buckets" --bucket-buffer-size "$bucket_buffer_size" "${musan_opts[@]}" \
     --master-port "$master_port" --seed "$seed" $(train_options) $train_extra
-  [ "$dry_run" = true ] || echo "$*" > "$exp/train_cmd.txt"
-  log "  training $name (epochs $start..$num_epochs; log: $exp/log/)"
-  run "$@"
 }
 
 for st in 1 2 3; do
@@ -287,95 +294,72 @@ for st in 1 2 3; do
     1) what="Table I systems" ;; 2) what="punctuated-proportion systems" ;; 3) what="alpha sweep" ;;
   esac
   log "Stage $st: training the $what ($encoder encoder, $num_epochs epochs, $world_size GPUs, $dtype)"
-  for s in "${SYSTEMS[@]}"; do
-    system_fields "$s"
-    [ "$sys_stage" = "$st" ] && is_selected "$name" || continue
-    train_system
-  done
+  for_each_system "$st" train_system
 done
 
 # ------------------------------------------------------------------- stage 4
+# decode_system: the current system with every method (norm also as the cascade)
+decode_system() {
+  local exp=$exp_dir/$name method variant extra tag variants=("")
+  need "$exp/epoch-$num_epochs.pt" "$name is not trained: run stages 1-3"
+  if [ "$model_type" = norm ]; then
+    need "$restore_onnx" "the restoration model comes from stage 0"
+    variants+=("cascade")
+  fi
+  for method in ${decoding_methods//,/ }; do
+    for variant in "${variants[@]}"; do
+      extra=()
+      [ "$method" = modified_beam_search ] && extra+=(--beam-size "$beam_size")
+      [ -n "$variant" ] && extra+=(--restore-model "$restore_onnx")
+      tag=$name${variant:+_$variant}
+      # shellcheck disable=SC2086
+      decode_model --job "decoding of $tag ($method)" --log "$exp/decode-$method${variant:+-$variant}.log" \
+        --marker "$exp/.done.decode-$method${variant:+-$variant}" \
+        "epoch=$num_epochs avg=$avg chunk=$chunk_size left=$left_context_frames beam=$beam_size blank-penalty=$blank_penalty tests=$test_sets" \
+        "$exp" --epoch "$num_epochs" --avg "$avg" --use-averaged-model true --bpe-model "$bpe_dir/bpe.model" \
+        --test-sets "$test_sets" --decoding-method "$method" --blank-penalty "$blank_penalty" \
+        --max-duration "$decode_max_duration" --num-threads "$decode_threads" "${extra[@]}" $decode_extra
+    done
+  done
+}
 if run_this 4; then
   log "Stage 4: decoding (${decoding_methods//,/ }; chunk $chunk_size, left context $left_context_frames; epoch $num_epochs avg $avg)"
   need "$bpe_dir/bpe.model" "run stage 0 first"
-  for s in "${SYSTEMS[@]}"; do
-    system_fields "$s"
-    is_selected "$name" || continue
-    exp=$exp_dir/$name
-    need "$exp/epoch-$num_epochs.pt" "$name is not trained: run stages 1-3"
-    variants=("")
-    if [ "$model_type" = norm ]; then
-      need "$restore_onnx" "the restoration model comes from stage 0"
-      variants+=("cascade")
-    fi
-    for method in ${decoding_methods//,/ }; do
-      for variant in "${variants[@]}"; do
-        extra=()
-        [ "$method" = modified_beam_search ] && extra+=(--beam-size "$beam_size")
-        [ -n "$variant" ] && extra+=(--restore-model "$restore_onnx")
-        tag=$name${variant:+_$variant}
-        marker=$exp/.done.decode-$method${variant:+-$variant}
-        want="epoch=$num_epochs avg=$avg chunk=$chunk_size left=$left_context_frames beam=$beam_size blank-penalty=$blank_penalty tests=$test_sets"
-        if done_as "$marker" "$want"; then
-          log "  $tag ($method): already decoded"; continue
-        fi
-        # shellcheck disable=SC2086
-        run_job "decoding of $tag ($method)" "$exp/decode-$method${variant:+-$variant}.log" "$marker" "$want" \
-          python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
-          --use-averaged-model true --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" \
-          --decoding-method "$method" --blank-penalty "$blank_penalty" \
-          --chunk-size "$chunk_size" --left-context-frames "$left_context_frames" \
-          --max-duration "$decode_max_duration" --num-threads "$decode_threads" "${extra[@]}" $decode_extra
-      done
-    done
-  done
+  for_each_system - decode_system
   wait_jobs
-
-  if [ -n "$whisper_model" ]; then
-    wdir=$exp_dir/whisper_$(basename "$whisper_model" .pt)
-    for t in "${tests[@]}"; do
-      rc=0
-      run python3 scoring/whisper_score.py --cuts "$fbank/librispeech_cuts_$t.jsonl.gz" --model "$whisper_model" \
-        --test-name "$t" --output-dir "$wdir" --num-threads "$decode_threads" || rc=$?
-      case $rc in
-        0) ;;
-        3|4) log "  Whisper rows skipped (openai-whisper or its weights are not here; message above)"; break ;;
-        *) die "scoring/whisper_score.py failed on $t (exit $rc)" ;;
-      esac
-    done
-  fi
+  # Whisper's rows (scoring/whisper_score.py), when it is installed
+  [ -z "$whisper_model" ] ||
+    whisper_rows "$whisper_model" "$exp_dir/whisper_$(basename "$whisper_model" .pt)" "$test_sets" \
+      --num-threads "$decode_threads"
 fi
 
 # ------------------------------------------------------------------- stage 5
-suffix=epoch-$num_epochs-avg-$avg-chunk-$chunk_size-left-$left_context_frames
+# export_system: the current system to ONNX, and its row of the RTF table
+export_system() {
+  local exp=$exp_dir/$name
+  need "$exp/epoch-$num_epochs.pt" "$name is not trained: run stages 1-3"
+  if [ "$dry_run" = false ] && [ -f "$exp/onnx/$encoder_int8" ]; then
+    log "  $name: already exported"
+  else
+    log "  exporting $name"
+    export_model "$exp" "$chunk_size" --epoch "$num_epochs" --avg "$avg" --tokens "$bpe_dir/tokens.txt" --int8 true
+  fi
+  # one row per architecture (the plan's rtf column): P' and Table III variants stream like their P twins
+  [ "$rtf" = - ] && return 0
+  if [ "$model_type" = norm ]; then rtf_systems+=(--system "$rtf=$exp/onnx:$restore_onnx")
+  else rtf_systems+=(--system "$rtf=$exp/onnx"); fi
+}
 if run_this 5; then
+  encoder_int8=$(layout export-name --epoch "$num_epochs" --avg "$avg" --chunk "$chunk_size" \
+    --left "$left_context_frames" --role encoder --int8) || die "the ONNX export streams: it needs --chunk-size > 0"
   log "Stage 5: ONNX export (chunk $chunk_size, left context $left_context_frames, fp32 + int8) and streaming RTF"
   need "$bpe_dir/tokens.txt" "run stage 0 first"
   rtf_systems=()
-  for s in "${SYSTEMS[@]}"; do
-    system_fields "$s"
-    is_selected "$name" || continue
-    exp=$exp_dir/$name
-    need "$exp/epoch-$num_epochs.pt" "$name is not trained: run stages 1-3"
-    if [ "$dry_run" = false ] && [ -f "$exp/onnx/encoder-$suffix.int8.onnx" ]; then
-      log "  $name: already exported"
-    else
-      log "  exporting $name"
-      run python3 export/export_onnx.py --exp-dir "$exp" --epoch "$num_epochs" --avg "$avg" \
-        --tokens "$bpe_dir/tokens.txt" --chunk-size "$chunk_size" --left-context-frames "$left_context_frames" --int8 true
-    fi
-    # one RTF row per architecture (P' and Table III variants stream like their P twins)
-    # one row per architecture (the plan's rtf column)
-    [ "$rtf" = - ] && continue
-    if [ "$model_type" = norm ]; then rtf_systems+=(--system "$rtf=$exp/onnx:$restore_onnx")
-    else rtf_systems+=(--system "$rtf=$exp/onnx"); fi
-  done
+  for_each_system - export_system
   if [ ${#rtf_systems[@]} -gt 0 ]; then
     [ "$dry_run" = true ] || [ -f scoring/measure_rtf.py ] || die "scoring/measure_rtf.py does not exist yet"
-    rtf_cuts=$fbank/librispeech_cuts_${tests[0]}.jsonl.gz
     log "  streaming RTF on $rtf_utts utterances of ${tests[0]} (nothing else should run meanwhile)"
-    run python3 scoring/measure_rtf.py "${rtf_systems[@]}" --cuts "$rtf_cuts" --num-threads 1,2 \
-      --int8 false,true --max-utterances "$rtf_utts" --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
+    measure_rtf "$exp_dir/rtf" "$fbank/librispeech_cuts_${tests[0]}.jsonl.gz" "$rtf_utts" "${rtf_systems[@]}"
   fi
 fi
 
@@ -384,7 +368,6 @@ if run_this 6; then
   log "Stage 6: results"
   [ "$dry_run" = true ] || [ -f scoring/make_results.py ] || die "scoring/make_results.py does not exist yet"
   method=${decoding_methods##*,}
-  [ "$dry_run" = true ] || mkdir -p "$results_dir"
   test_descs=()
   for t in "${tests[@]}"; do test_descs+=(--test-set "$t=LibriSpeech $t"); done
   if [ "$dry_run" = false ] && [ -f "$fbank/${train_stem}_p1.jsonl.gz" ]; then
@@ -393,8 +376,7 @@ if run_this 6; then
     train_hours=$(python3 -c "import sys; from lhotse import load_manifest_lazy as L
 print(f'{sum(c.duration for c in L(sys.argv[1])) / 3600:.3f}')" "$fbank/${train_stem}_p1.jsonl.gz")
   fi
-  run python3 scoring/make_results.py --plan egs/systems.tsv --exp-dir "$exp_dir" --data-dir "$dir" \
-    --results-dir "$results_dir" "${test_descs[@]}" --corpus "LibriSpeech ($parts)" \
+  write_results "$dir" "$results_dir" "${test_descs[@]}" --corpus "LibriSpeech ($parts)" \
     --decoding-method "$method" --num-epochs "$num_epochs" --avg "$avg" --encoder "$encoder" \
     --max-duration "$max_duration" --seed "$seed" --train-hours "$train_hours" --command "$cmdline"
   if [ "$dry_run" = false ]; then

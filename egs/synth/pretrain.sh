@@ -25,18 +25,6 @@
 #   --stage N --stop-stage M   stages to run [0 .. 5]
 #   --data-dir DIR             corpus (kept outside the work tree for long runs) [data_pretrain]
 #   --exp-dir DIR              experiments [egs/synth/exp_pretrain]
-#   --train-hours H            training speech to synthesize; 40 takes all the Austen text there
-#                              is (~38 h), so that few test words are unseen [40]
-#   --voice-set default|wide|mixed  training voices (prepare.sh --voice-set; dev, test and test_ood
-#                              keep the default ones) [mixed]
-#   --extra-voices F           share of the training utterances read by the 12 speakers of other
-#                              engines (prepare.sh --extra-voices) [0]
-#   --kokoro-voices F          share of the training utterances read by the 24 training speakers of
-#                              the neural Kokoro-82M model (prepare.sh --kokoro-voices) [0]
-#   --question-readings K      each training utterance holding a question is read K times, by other
-#                              voices (prepare.sh --question-readings) [1]
-#   --gcide-hours H            more training text from Webster's 1913 dictionary (prepare.sh
-#                              --gcide-hours; vocabulary beyond Austen's) [0]
 #   --norm-minutes M           training-time budget of the norm model [240]
 #   --cond-minutes M           training-time budget of the conditioned model [240]
 #                              (each model's rate cools down towards 0 over the last third of its
@@ -77,9 +65,20 @@
 #                              real-speech section, nothing else [false]
 #   Extra training options for both models: --train-opts "..." [the tiny defaults of train.py]
 #
+# Passed through to prepare.sh (stage 0): every prepare.sh option this script does not take itself
+# (tools/parse_options.sh, pass_to; prepare.sh --help), with these defaults of this script's own:
+#   --train-hours H            training speech to synthesize; 40 takes all the Austen text there
+#                              is (~38 h), so that few test words are unseen [40]
+#   --voice-set default|wide|mixed  training voices (dev, test and test_ood keep the default ones) [mixed]
+# and prepare.sh's, e.g. --extra-voices F (share of the training utterances read by the 12 speakers
+# of other engines) [0], --kokoro-voices F (by the 24 training speakers of the neural Kokoro-82M
+# model) [0], --question-readings K (each training utterance holding a question read K times, by
+# other voices) [1], --gcide-hours H (more training text from Webster's 1913 dictionary: vocabulary
+# beyond Austen's) [0].  It gives --dataset, --data-dir, --seed, --stop-stage and (when --out-dir
+# has one) --bpe-model itself.
+#
 # Stages:
-#   0  corpus: prepare.sh --train-hours H --voice-set V --extra-voices F --kokoro-voices F
-#      --question-readings K --gcide-hours G (text, TTS speech,
+#   0  corpus: prepare.sh with the options passed through (text, TTS speech,
 #      fbank, subsets; the tokenizer of the shipped models when there are any, so that training
 #      can continue from them)
 #   1  norm model (tiny streaming encoder, N only)
@@ -99,12 +98,6 @@ stage=0
 stop_stage=5
 data_dir=data_pretrain
 exp_dir=egs/synth/exp_pretrain
-train_hours=40
-voice_set=mixed
-extra_voices=0
-kokoro_voices=0
-question_readings=1
-gcide_hours=0
 norm_minutes=240
 cond_minutes=240
 threads=2
@@ -124,10 +117,17 @@ text_models_only=false
 real_speech_only=false
 lm_gcide_hours=0
 lm_n_prune=0,0,1,1,1
+pass_to=prepare.sh  # its options that this script does not declare go to it (stage 0)
 
 cmdline="bash egs/synth/pretrain.sh $*"
 . tools/parse_options.sh
-. tools/recipe.sh  # path.sh, log, die, run_this
+. tools/recipe.sh  # path.sh, log, die, run_this, the shared stages
+prep_default --train-hours 40
+prep_default --voice-set mixed
+train_hours=$(prep_value --train-hours)
+prep_args=(--dataset synth --data-dir "$data_dir" --seed "$seed" --stop-stage 5)
+[ -f "$out_dir/bpe.model" ] && prep_args+=(--bpe-model "$out_dir/bpe.model")
+check_passed_opts "${prep_args[@]}"
 case "$from_shipped" in true|false) ;; *) die "--from-shipped takes true or false, not '$from_shipped'" ;; esac
 case "$text_models_only" in true|false) ;; *) die "--text-models-only takes true or false, not '$text_models_only'" ;; esac
 case "$real_speech_only" in true|false) ;; *) die "--real-speech-only takes true or false, not '$real_speech_only'" ;; esac
@@ -138,8 +138,7 @@ case "$real_speech_only" in true|false) ;; *) die "--real-speech-only takes true
 
 dir=$data_dir/synth
 fbank=$dir/fbank
-chunk=32
-left=128
+read_geometry  # chunk, left
 out=$out_dir
 mkdir -p "$exp_dir"
 for m in $models; do
@@ -149,16 +148,13 @@ wants() { [[ " $models " == *" $1 "* ]]; }
 
 if run_this 0; then
   log "Stage 0: corpus with $train_hours h of training speech in $dir"
-  bpe_opts=()
-  [ -f "$out_dir/bpe.model" ] && bpe_opts=(--bpe-model "$out_dir/bpe.model")
-  ./prepare.sh --dataset synth --data-dir "$data_dir" --train-hours "$train_hours" --voice-set "$voice_set" \
-    --extra-voices "$extra_voices" --kokoro-voices "$kokoro_voices" --question-readings "$question_readings" --gcide-hours "$gcide_hours" --seed "$seed" --stop-stage 5 "${bpe_opts[@]}"
+  prepare_data "${prep_args[@]}"
   log "Stage 0: the real-speech test set test_real in $data_dir/real"
-  ./prepare.sh --dataset real --data-dir "$data_dir" --dl-dir "$data_dir/download"
+  prepare_real "$data_dir"
 fi
 # recordings of people (prepare.sh --dataset real): decoded and reported beside the synthetic sets
 real_cuts=$data_dir/real/fbank/real_cuts_test_real.jsonl.gz
-bpe_dir=$(ls -d "$dir"/lang_bpe_* 2>/dev/null | head -n 1 || true)
+bpe_dir=$(find_bpe_dir "$dir")
 [ -n "$bpe_dir" ] || die "no tokenizer under $dir: run stage 0 first"
 
 
@@ -167,16 +163,14 @@ train() {
   local name=$1 mtype=$2 minutes=$3; shift 3
   local exp=$exp_dir/$name b
   b=$(newest_checkpoint "$exp")
-  local resume=()
-  [ -n "$b" ] && resume=(--start-batch "$b")
   log "Stage: $name ($mtype), until $minutes min of training${b:+, resuming from checkpoint-$b.pt}"
   # shellcheck disable=SC2086
-  python3 -m zipformer_pc.training.train --exp-dir "$exp" --model-type "$mtype" --encoder tiny \
+  train_model "$exp" --model-type "$mtype" --encoder tiny \
     --train-cuts "$fbank/synth_cuts_train_p1.jsonl.gz" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
     --bpe-model "$bpe_dir/bpe.model" --num-epochs 1000 --max-minutes "$minutes" \
     --save-every-minutes "$save_minutes" --save-every-n 1000000000 --keep-last-k 12 \
     --valid-interval 1000000000 --lr-plateau-factor "$lr_plateau_factor" --lr-plateau-patience 3 \
-    --num-threads "$threads" --seed "$seed" "${resume[@]}" "$@" $train_opts
+    --num-threads "$threads" --seed "$seed" "$@" $train_opts
 }
 
 # On a new machine (no checkpoint of our own yet) training continues from the
@@ -223,9 +217,8 @@ if run_this 3; then
     [ -n "$b" ] || die "$name has no checkpoint: run stages 1-2"
     for method in greedy_search modified_beam_search; do
       log "Stage 3: decoding $name (--iter $b --avg $avg, $method)"
-      python3 -m zipformer_pc.decoding.decode --exp-dir "$exp_dir/$name" --iter "$b" --avg "$avg" \
-        --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method $method --beam-size 4 \
-        --chunk-size $chunk --left-context-frames $left --num-threads "$threads"
+      decode_model "$exp_dir/$name" --iter "$b" --avg "$avg" --bpe-model "$bpe_dir/bpe.model" \
+        --test-sets "$test_sets" --decoding-method $method --beam-size 4 --num-threads "$threads"
     done
   done
 fi
@@ -241,22 +234,8 @@ corpus_text() {
     --held-out "${held[@]}"
 }
 
-# the shipped model on test_real and Whisper base on every set (--real-speech-only true); the
-# normal stage 4 measures them too
-whisper_rows() {
-  for ts in $runtime_sets; do
-    t=${ts%%=*}
-    [ -f "$exp_dir/whisper_base/wer-summary-$t-N-whisper-base.json" ] && continue
-    rc=0
-    python3 scoring/whisper_score.py --cuts "${ts#*=}" --test-name "$t" --model base \
-      --output-dir "$exp_dir/whisper_base" --punct-map '!>.' > "$exp_dir/whisper_base-$t.log" 2>&1 || rc=$?
-    case $rc in
-      0) ;;
-      3|4) log "Stage 4: Whisper rows skipped (bash tools/setup_env.sh --whisper installs it)"; break ;;
-      *) die "scoring/whisper_score.py failed on $t (exit $rc): $exp_dir/whisper_base-$t.log" ;;
-    esac
-  done
-}
+# Whisper base on every set (tools/recipe.sh), for --real-speech-only true and the normal stage 4
+whisper_base() { whisper_rows base "$exp_dir/whisper_base" "${runtime_sets// /,}" --punct-map '!>.'; }
 if run_this 4 && [ "$real_speech_only" = true ]; then
   [ -f "$real_cuts" ] || die "no $real_cuts: run prepare.sh --dataset real --data-dir $data_dir"
   log "Stage 4: the shipped files of $out_dir on test_real (--real-speech-only)"
@@ -265,13 +244,13 @@ if run_this 4 && [ "$real_speech_only" = true ]; then
   cp "$out_dir"/*.onnx "$out_dir"/tokens.txt "$out_dir"/bpe.model "$out_dir"/*.arpa.gz "$out_dir"/questions.json.gz \
     "$exp_dir/conditioned/onnx/"
   for method in greedy_search modified_beam_search; do
-    python3 export/onnx_streaming.py --model-dir "$exp_dir/conditioned/onnx" --cuts "$real_cuts" \
+    python3 -m zipformer_pc.transcribe --model-dir "$exp_dir/conditioned/onnx" --cuts "$real_cuts" \
       --decoding-method "$method" --beam-size 4 \
       --output "$exp_dir/conditioned/runtime-$method-test_real.tsv" \
       --scores-json "$exp_dir/conditioned/runtime-$method-test_real.json" \
       > "$exp_dir/conditioned/runtime-$method-test_real.log"
   done
-  whisper_rows
+  whisper_base
 elif run_this 4; then
   b=
   if [ "$text_models_only" = false ]; then
@@ -303,12 +282,9 @@ elif run_this 4; then
     bpe=$out_dir/bpe.model
   else
     log "Stage 4: ONNX export of the conditioned model (--iter $b --avg $avg) and streaming RTF"
-    python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
-      --tokens "$bpe_dir/tokens.txt" --chunk-size $chunk --left-context-frames $left --int8 true \
-      --output-dir "$exp_dir/conditioned/onnx"
-    python3 scoring/measure_rtf.py --system "conditioned=$exp_dir/conditioned/onnx" \
-      --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1,2 --int8 false,true --max-utterances 100 \
-      --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json"
+    export_model "$exp_dir/conditioned" "$chunk" --iter "$b" --avg "$avg" --tokens "$bpe_dir/tokens.txt" \
+      --int8 true --output-dir "$exp_dir/conditioned/onnx"
+    measure_rtf "$exp_dir/rtf" "$fbank/synth_cuts_test.jsonl.gz" 100 --system "conditioned=$exp_dir/conditioned/onnx"
   fi
   log "Stage 4: token LMs (beam-search fusion) and the question model of the training references ($text_cuts)"
   python3 local/train_lm.py --cuts "$text_cuts" --bpe-model "$bpe" --modes P \
@@ -329,28 +305,25 @@ elif run_this 4; then
     log "Stage 4: the runtime on $(for ts in $runtime_sets; do printf '%s ' "${ts%%=*}"; done)($method, --questions $questions)"
     for ts in $runtime_sets; do
       t=${ts%%=*}
-      python3 export/onnx_streaming.py --model-dir "$exp_dir/conditioned/onnx" --cuts "${ts#*=}" \
+      python3 -m zipformer_pc.transcribe --model-dir "$exp_dir/conditioned/onnx" --cuts "${ts#*=}" \
         --decoding-method "$method" --beam-size 4 --questions "$questions" \
         --output "$exp_dir/conditioned/runtime-$run-$t.tsv" --scores-json "$exp_dir/conditioned/runtime-$run-$t.json" \
         > "$exp_dir/conditioned/runtime-$run-$t.log"
     done
   done
   # Whisper base, the comparison system, on the same sets (when tools/setup_env.sh --whisper installed it)
-  whisper_rows
+  whisper_base
   if [ "$text_models_only" = false ]; then
     # latency and stability of the captions per chunk size (exports at 16 and 64 beside the shipped 32)
     systems=(--system "chunk-$chunk=$exp_dir/conditioned/onnx")
     for c in $latency_chunks; do
       [ "$c" = "$chunk" ] && continue
       rm -rf "$exp_dir/conditioned/onnx_chunk$c"
-      python3 export/export_onnx.py --exp-dir "$exp_dir/conditioned" --iter "$b" --avg "$avg" \
-        --tokens "$bpe_dir/tokens.txt" --chunk-size "$c" --left-context-frames $left --int8 false \
+      export_model "$exp_dir/conditioned" "$c" --iter "$b" --avg "$avg" --tokens "$bpe_dir/tokens.txt" --int8 false \
         --output-dir "$exp_dir/conditioned/onnx_chunk$c"
       systems+=(--system "chunk-$c=$exp_dir/conditioned/onnx_chunk$c")
     done
-    python3 scoring/measure_rtf.py "${systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" --num-threads 1 \
-      --int8 false --max-utterances "$latency_utts" --latency true \
-      --output-md "$exp_dir/latency.md" --output-json "$exp_dir/latency.json"
+    measure_latency "$exp_dir/latency" "$fbank/synth_cuts_test.jsonl.gz" "$latency_utts" "${systems[@]}"
   fi
 fi
 

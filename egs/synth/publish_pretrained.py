@@ -8,8 +8,8 @@ Usage (stage 5 of egs/synth/pretrain.sh):
 Writes into ``--out-dir``:
 
 * the streaming ONNX export of the conditioned model (fp32 and int8
-  encoder, decoder and joiner, as ``export/export_onnx.py`` names them) and
-  ``tokens.txt``: what ``export/onnx_streaming.py --model-dir`` and
+  encoder, decoder and joiner, as ``python -m zipformer_pc.export`` names them) and
+  ``tokens.txt``: what ``python -m zipformer_pc.transcribe --model-dir`` and
   sherpa-onnx load;
 * ``bpe.model``;
 * ``norm.pt`` and ``conditioned.pt``: the averaged weights decoding uses, in
@@ -45,10 +45,12 @@ from typing import Dict, List, Tuple
 
 import torch
 
+from zipformer_pc.layout import (DEFAULT_CHUNK_SIZE as CHUNK, DEFAULT_LEFT_CONTEXT_FRAMES as LEFT, decode_suffix,
+                                 parse_result_name, result_glob, result_name, whisper_suffix)
 from zipformer_pc.lm import LM_PREFIXES
 from zipformer_pc.metrics import fmt
 from zipformer_pc.options import str2bool
-from zipformer_pc.training.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint
+from zipformer_pc.model.loading import averaged_weights, batch_checkpoints, load_checkpoint
 
 MODES = {"N": "wer", "P": "pc_wer"}
 
@@ -90,8 +92,12 @@ def metrics(exp: Path, desc: str, method: str = "greedy_search", required: bool 
     """{test set: {mode: summary}} from decode.py's wer-summary files for ``desc`` decoded with
     ``method`` (empty when there are none and they are not ``required``)."""
     out: Dict[str, Dict[str, dict]] = {}
-    beam = "-beam-4" if method == "modified_beam_search" else ""  # stage 3 searches 4 paths
-    for f in sorted((exp / method).glob(f"wer-summary-*-{desc}{beam}-chunk-32-left-128.json")):
+    # stage 3 decodes at the export's geometry, modified beam search with 4 paths
+    suffix = str(decode_suffix(method, desc, beam_size=4))
+    for f in sorted((exp / method).glob(result_glob("wer-summary", suffix=suffix))):
+        r = parse_result_name(f.name)
+        if r is None or r.suffix != suffix:
+            continue
         s = json.loads(f.read_text())
         out.setdefault(s["test_set"], {})[s["mode"]] = s
     if not out and required:
@@ -292,7 +298,7 @@ def whisper_section(whisper_dir: Path) -> List[str]:
     """Whisper base's rows (stage 4, ``scoring/whisper_score.py``) on the sets it transcribed, or nothing."""
     rows = []
     for t in REPORT_SETS:
-        f = {m: whisper_dir / f"wer-summary-{t}-{m}-whisper-base.json" for m in ("N", "P")}
+        f = {m: whisper_dir / result_name("wer-summary", t, m, whisper_suffix("base")) for m in ("N", "P")}
         if not f["N"].exists():
             continue
         n = json.loads(f["N"].read_text())
@@ -320,13 +326,14 @@ def real_groups_section(exp: Path, whisper_dir: Path, real_cuts: Path) -> List[s
         return []
     systems = [(f"this model, {run.replace('_', ' ')}", exp / f"runtime-{run}-{REAL_SET}.tsv", True)
                for run in ("greedy_search", "modified_beam_search")]
-    systems.append(("Whisper base", whisper_dir / f"recogs-{REAL_SET}-{{mode}}-whisper-base.txt", False))
+    systems.append(("Whisper base", {m: whisper_dir / result_name("recogs", REAL_SET, m, whisper_suffix("base"))
+                                     for m in ("N", "P")}, False))
     groups = read_groups(str(real_cuts), ["source", "kind"])
     refs = {mode: read_transcripts(str(real_cuts), "ref", mode) for mode in ("N", "P")}  # read once, not per system
     table: Dict[str, Dict[str, Dict[str, dict]]] = {}
     for name, path, runtime in systems:
         for mode in ("N", "P"):
-            hyp = Path(str(path).format(mode=mode))
+            hyp = path[mode] if isinstance(path, dict) else path
             if not hyp.exists():
                 continue
             hyps = read_transcripts(str(hyp), "hyp", mode if runtime else None)
@@ -364,7 +371,7 @@ def runtime_section(exp: Path) -> List[str]:
         lms += (f", less `--lodr-scale {lodr:g}` times the log probability of the LODR bigrams `lodr-P.arpa.gz` / "
                 "`lodr-N.arpa.gz`." if lodr else ".")
     lms += penalty_note({r["search"].get("blank_penalty") for _, _, r in runs})
-    lines = ["The ONNX runtime as users run it (stage 4: `export/onnx_streaming.py --cuts ...`, fp32, streaming in "
+    lines = ["The ONNX runtime as users run it (stage 4: `python -m zipformer_pc.transcribe --cuts ...`, fp32, streaming in "
              "0.1 s pieces; `questions.json.gz` on unless `--questions false`)." + lms, "",
              "| test set | search | LMs | question model | WER | PC-WER | PuncER | CaseER | PER | RTF (1 thread) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -691,7 +698,7 @@ def main() -> None:
              "## Files", "",
              "| file | what |", "|---|---|",
              "| `encoder-*.onnx`, `decoder-*.onnx`, `joiner-*.onnx` (+ `.int8.onnx`) | the conditioned model, "
-             "streaming export (chunk 32 = 640 ms, left context 128), sherpa-onnx layout |",
+             f"streaming export (chunk {CHUNK} = {CHUNK * 20} ms, left context {LEFT}), sherpa-onnx layout |",
              "| `tokens.txt`, `bpe.model` | tokens of the ONNX models, sentencepiece model |",
              *([lm_row(source, args.lm_gcide_hours)] if lms else []),
              *([lodr_row(source)] if any(f.name.startswith("lodr-") for f in lms) else []),
@@ -717,7 +724,7 @@ def main() -> None:
         lines.append("  " + start_note(name, init_source(args.exp_dir / name), old_text,
                                        published_from(out, name, args.exp_dir / name)))
     lines += ["",
-              "## Metrics (greedy search, simulated streaming: chunk 32, left context 128)", "",
+              f"## Metrics (greedy search, simulated streaming: chunk {CHUNK}, left context {LEFT})", "",
               "Measured by stage 3 of `egs/synth/pretrain.sh` (`zipformer_pc.decoding.decode`), on `test` (the "
               "training voices, held-out Austen text) and `test_ood` (held-out voices, Moby Dick), and `test_real` "
               "(recordings of people, docs/real-speech.md) when `prepare.sh --dataset real` made it."
@@ -740,11 +747,11 @@ def main() -> None:
     voices = {part: speakers(fbank / f"synth_cuts_{part}.jsonl.gz") for part in ("train", "test_ood")
               if (fbank / f"synth_cuts_{part}.jsonl.gz").exists()}
     lines += ["## Use", "", "```bash",
-              "python export/onnx_streaming.py --model-dir egs/synth/pretrained speech.wav   # prints P and N",
-              "python export/onnx_streaming.py --model-dir egs/synth/pretrained --int8 true --output out.tsv wavs/",
-              "python export/onnx_streaming.py --model-dir egs/synth/pretrained --decoding-method modified_beam_search "
+              "python -m zipformer_pc.transcribe --model-dir egs/synth/pretrained speech.wav   # prints P and N",
+              "python -m zipformer_pc.transcribe --model-dir egs/synth/pretrained --int8 true --output out.tsv wavs/",
+              "python -m zipformer_pc.transcribe --model-dir egs/synth/pretrained --decoding-method modified_beam_search "
               "speech.wav   # 4 paths, lm-P/lm-N.arpa.gz fused",
-              *(["python export/onnx_streaming.py --model-dir egs/synth/pretrained --questions false speech.wav   "
+              *(["python -m zipformer_pc.transcribe --model-dir egs/synth/pretrained --questions false speech.wav   "
                  "# P as searched (no question model)"] if questions else []),
               "python -m zipformer_pc.training.train ... --init-from egs/synth/pretrained/norm.pt   # fine-tune",
               "```", "",
@@ -776,7 +783,8 @@ def main() -> None:
               "far-field audio.",
               "* Domain: 19th-century English prose; vocabulary outside it (names, numbers, modern words) is weak.",
               f"* Punctuation: {marks_note(args.data_dir)}",
-              "* The ONNX export is fixed to chunk 32 (640 ms of audio per encoder call) and left context 128 "
+              f"* The ONNX export is fixed to chunk {CHUNK} ({CHUNK * 20} ms of audio per encoder call) and left "
+              f"context {LEFT} "
               "frames; export again for another chunk size (the latency table above shows the trade-off).",
               f"* A tiny model ({card['conditioned']['params'] / 1e6:.1f}M parameters) trained on a CPU for hours, "
               "not a GPU for days.",

@@ -33,8 +33,6 @@
 #                              rows to every table when tools/setup_env.sh --whisper installed it
 #                              [true; quick: false]
 #   --systems LIST             systems to train/decode (names below) [all]
-#   --train-hours H            training speech synthesized by prepare.sh [size preset]
-#   --test-utts N              utterances in test and in test_ood [size preset]
 #   --from-scratch true|false  random initialisation and the corpus's own tokenizer [false]
 #   --init-dir DIR             the models fine-tuning starts from (norm.pt, bpe.model) [egs/synth/pretrained]
 #   --freeze-encoder true|false  fine-tune the predictor/joiner only [true; false with --from-scratch]
@@ -57,6 +55,13 @@
 #   --load-streams LIST        concurrent streams of the server load benchmark on cond_p, 8 s of audio
 #                              each (empty: skip) [1,4,8,16,32; quick: 1,2 of 3 s]
 #   --seed N                   the corpus and the first seed of every system [42]
+#
+# Passed through to prepare.sh (stage 0): every prepare.sh option this recipe does not take itself
+# (tools/parse_options.sh, pass_to), e.g.
+#   --train-hours H            training speech synthesized by prepare.sh [2; quick: its tiny preset]
+#   --test-utts N              utterances in test and in test_ood [100; quick: its tiny preset]
+#   --voice-set, --extra-voices, --kokoro-voices, --question-readings, --gcide-hours ...  (prepare.sh --help)
+# It sets --dataset, --size, --data-dir, --nj, --seed and (fine-tuning) --bpe-model itself.
 #
 # Stages:
 #   0  data: text, TTS speech, fbank, the tokenizer (the shipped one unless
@@ -94,8 +99,6 @@ publish=false
 results_dir=""
 test_real=""
 systems=all
-train_hours=""
-test_utts=""
 from_scratch=false
 init_dir=egs/synth/pretrained
 freeze_encoder=""
@@ -113,6 +116,7 @@ latency_chunks="16 32 64"
 latency_utts=""
 declare load_streams  # no value: unset means the size preset, an empty value means none
 seed=42
+pass_to=prepare.sh  # its options that this recipe does not declare go to it (stage 0)
 
 cmdline="bash egs/synth/run.sh $*"
 call_start=$(date +%s)  # before this call writes anything (book_dead_calls below)
@@ -126,10 +130,12 @@ is_bool "$from_scratch" || die "--from-scratch must be true or false"
 [ -z "$freeze_encoder" ] || is_bool "$freeze_encoder" || die "--freeze-encoder must be true or false"
 # presets: corpus size and budget per system
 if [ "$quick" = true ]; then
-  size=tiny; def_batches=8; def_rtf=6; def_hours=""; def_test=""
+  size=tiny; def_batches=8; def_rtf=6
   def_latency=2; def_streams=1,2; load_seconds=3; test_real=${test_real:-false}
 else
-  size=default; def_batches=400; def_rtf=50; def_hours=2; def_test=100
+  size=default; def_batches=400; def_rtf=50
+  prep_default --train-hours 2
+  prep_default --test-utts 100
   def_latency=50; def_streams=1,4,8,16,32; load_seconds=8; test_real=${test_real:-true}
 fi
 is_bool "$test_real" || die "--test-real must be true or false"
@@ -146,8 +152,6 @@ num_batches=${num_batches:-$def_batches}
 rtf_utts=${rtf_utts:-$def_rtf}
 latency_utts=${latency_utts:-$def_latency}
 load_streams=${load_streams-$def_streams}
-train_hours=${train_hours:-$def_hours}
-test_utts=${test_utts:-$def_test}
 [[ "$num_batches" =~ ^[0-9]+$ ]] && [ "$num_batches" -ge 4 ] || die "--num-batches must be a number >= 4, not '$num_batches'"
 [[ "$num_seeds" =~ ^[0-9]+$ ]] && [ "$num_seeds" -ge 1 ] || die "--num-seeds must be a number >= 1, not '$num_seeds'"
 [[ "$avg" =~ ^[0-9]+$ ]] && [ "$avg" -ge 1 ] && [ "$avg" -le 4 ] || die "--avg must be 1, 2, 3 or 4 (of the 4 checkpoint intervals), not '$avg'"
@@ -163,40 +167,34 @@ mkdir -p "$exp_dir"
 
 dir=$data_dir/synth
 fbank=$dir/fbank
-chunk=32
-left=128
+# the streaming geometry (chunk, left) and the names of the experiment directory: zipformer_pc/layout.py
+read_geometry
+# prepare.sh's options that stage 0 gives (fine-tuning keeps the shipped models' token ids: their
+# tokenizer, not a new one)
+prep_args=(--dataset synth --size "$size" --data-dir "$data_dir" --nj "$nj" --seed "$seed")
+[ "$from_scratch" = true ] || prep_args+=(--bpe-model "$init_dir/bpe.model")
+check_passed_opts "${prep_args[@]}"
 
 # ------------------------------------------------------------------ systems
 # the experiment plan (egs/systems.tsv), shared with egs/librispeech/run.sh
-plan_load egs/systems.tsv
-plan_select "$systems"
-cp egs/systems.tsv "$exp_dir/systems.tsv"  # the plan this run followed
+use_plan "$systems"
 
 # stage times in EXP_DIR/timing.tsv (tools/recipe.sh), with those of calls that died
 book_dead_calls
 
 if run_this 0; then
   begin_stage 0 "data preparation (size $size)" "data preparation"
-  prep_opts=()
-  [ -n "$train_hours" ] && prep_opts+=(--train-hours "$train_hours")
-  [ -n "$test_utts" ] && prep_opts+=(--test-utts "$test_utts")
-  # fine-tuning keeps the shipped models' token ids: their tokenizer, not a new one
-  [ "$from_scratch" = true ] || prep_opts+=(--bpe-model "$init_dir/bpe.model")
-  ./prepare.sh --dataset synth --size "$size" --data-dir "$data_dir" --nj "$nj" --seed "$seed" "${prep_opts[@]}"
-  [ "$test_real" = false ] || ./prepare.sh --dataset real --data-dir "$data_dir" --dl-dir "$data_dir/download"
+  prepare_data "${prep_args[@]}"
+  [ "$test_real" = false ] || prepare_real "$data_dir"
   end_stage 0
 fi
 
-bpe_dir=""
-for d in "$dir"/lang_bpe_*; do
-  [ -f "$d/bpe.model" ] || continue
-  if [ "$from_scratch" = true ] || cmp -s "$d/bpe.model" "$init_dir/bpe.model"; then bpe_dir=$d; break; fi
-done
+if [ "$from_scratch" = true ]; then bpe_dir=$(find_bpe_dir "$dir"); else bpe_dir=$(find_bpe_dir "$dir" "$init_dir/bpe.model"); fi
 [ -n "$bpe_dir" ] || die "no suitable tokenizer under $dir (fine-tuning needs $init_dir/bpe.model's): run stage 0 first"
 
 # ------------------------------------------------------------------- runs
 # A system trained with seed S (S > --seed) lives in EXP_DIR/NAME-seedS.
-run_name() { if [ "$1" = "$seed" ]; then echo "$name"; else echo "$name-seed$1"; fi; }
+run_name() { layout run-name "$name" "$1" --base-seed "$seed"; }
 # the seeds of the current system: --num-seeds of them for the proportion systems
 seeds_of() {
   local k=1 i
@@ -220,7 +218,6 @@ train_system() {
     return
   fi
   local extra=()
-  [ -n "$b" ] && extra+=(--start-batch "$b")
   local freeze=false
   if [ "$from_scratch" = false ] && [ "$init" != - ]; then
     extra+=(--init-from "$init_dir/$init" --init-modules all --warm-step 0)
@@ -228,35 +225,35 @@ train_system() {
     # the frozen encoder's outputs, computed once for every system (stage 1)
     [ "$freeze" = true ] && extra+=(--encoder-cache "$(encoder_cache "$init")")
   fi
-  mkdir -p "$exp"
   # shellcheck disable=SC2046
-  set -- python3 -m zipformer_pc.training.train --exp-dir "$exp" --encoder "$encoder" \
-    --train-cuts "$manifest" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
+  train_model --job "training of $(run_name "$sd") (${b:-0}..$num_batches batches)" --log "$exp/train.log" "$exp" \
+    --encoder "$encoder" --train-cuts "$manifest" --valid-cuts "$fbank/synth_cuts_dev.jsonl.gz" \
     --bpe-model "$bpe_dir/bpe.model" --num-epochs 1000 --max-batches "$num_batches" \
     --save-every-n "$save_every" --keep-last-k 8 --max-duration "$max_duration" --base-lr "$base_lr" \
     --freeze-encoder "$freeze" --num-threads "$threads_per_job" --seed "$sd" \
     --valid-interval 1000000000 --valid-at-epoch-end false --log-interval 20 $(train_options) "${extra[@]}"
-  echo "$*" > "$exp/train_cmd.txt"
-  run_job "training of $(run_name "$sd") (${b:-0}..$num_batches batches)" "$exp/train.log" "" "" "$@"
 }
+# train_seeds: every seed of the current system
+train_seeds() { local sd; for sd in $(seeds_of); do train_system "$sd"; done; }
 
 # encoder_cache INIT: the cache of the frozen encoder of $init_dir/INIT
 encoder_cache() { echo "$exp_dir/encoder_cache-${1%.pt}.pt"; }
 # make_encoder_caches: run by the first training stage of the call (its time counts there)
 make_encoder_caches() {
   [ "$from_scratch" = false ] && [ "$freeze_encoder" = true ] || return 0
-  for s in "${SYSTEMS[@]}"; do
-    system_fields "$s"
-    is_selected "$name" && [ "$init" != - ] || continue
-    cache=$(encoder_cache "$init")
-    want="$(md5sum < "$init_dir/$init" | cut -c1-12) $(md5sum < "$fbank/synth_cuts_train_p1.jsonl.gz" | cut -c1-12)"
-    done_as "$cache.ok" "$want" && continue
-    log "Encoder outputs of the frozen $init_dir/$init for every training cut (once for all systems): $cache"
-    python3 -m zipformer_pc.training.encoder_cache --init-from "$init_dir/$init" \
-      --cuts "$fbank/synth_cuts_train_p1.jsonl.gz" --output "$cache" --chunk-size $chunk \
-      --left-context-frames $left --num-threads $((nj * threads_per_job)) --force true
-    echo "$want" > "$cache.ok"
-  done
+  for_each_system - make_encoder_cache
+}
+make_encoder_cache() {
+  [ "$init" != - ] || return 0
+  local cache want
+  cache=$(encoder_cache "$init")
+  want="$(md5sum < "$init_dir/$init" | cut -c1-12) $(md5sum < "$fbank/synth_cuts_train_p1.jsonl.gz" | cut -c1-12)"
+  done_as "$cache.ok" "$want" && return 0
+  log "Encoder outputs of the frozen $init_dir/$init for every training cut (once for all systems): $cache"
+  python3 -m zipformer_pc.training.encoder_cache --init-from "$init_dir/$init" \
+    --cuts "$fbank/synth_cuts_train_p1.jsonl.gz" --output "$cache" --chunk-size $chunk \
+    --left-context-frames $left --num-threads $((nj * threads_per_job)) --force true
+  echo "$want" > "$cache.ok"
 }
 
 caches_made=false
@@ -266,11 +263,7 @@ for st in 1 2 3; do
   begin_stage $st "training the $what: $num_batches batches of $max_duration s each, $protocol, $nj jobs" \
     "training: $what"
   if [ "$caches_made" = false ]; then make_encoder_caches; caches_made=true; fi
-  for s in "${SYSTEMS[@]}"; do
-    system_fields "$s"
-    [ "$sys_stage" = "$st" ] && is_selected "$name" || continue
-    for sd in $(seeds_of); do train_system "$sd"; done
-  done
+  for_each_system "$st" train_seeds
   wait_jobs
   end_stage $st
 done
@@ -287,74 +280,56 @@ if [ "$test_real" = true ]; then
 fi
 restore_onnx=$dir/restore/p1/restore.onnx
 weights=(--iter "$num_batches" --avg "$avg")
-checkpoint=iter-$num_batches-avg-$avg
-if run_this 4; then
-  begin_stage 4 "decoding (greedy search, simulated streaming: chunk $chunk, left context $left)" "decoding"
-  for s in "${SYSTEMS[@]}"; do
-    system_fields "$s"
-    is_selected "$name" || continue
-    for sd in $(seeds_of); do
-      exp=$exp_dir/$(run_name "$sd")
-      [ -f "$exp/checkpoint-$num_batches.pt" ] || die "$(run_name "$sd") is not trained ($exp/checkpoint-$num_batches.pt missing): run stages 1-3"
-      variants=("")
-      [ "$model_type" = norm ] && variants+=("--restore-model $restore_onnx")
-      for extra in "${variants[@]}"; do
-        tag=$(run_name "$sd"); [ -n "$extra" ] && tag=${tag}_cascade
-        marker=$exp/.done.decode${extra:+-cascade}
-        want="$checkpoint chunk=$chunk left=$left blank-penalty=$blank_penalty test_real=$test_real"
-        if done_as "$marker" "$want"; then
-          log "  $tag: already decoded"; continue
-        fi
-        # shellcheck disable=SC2086
-        run_job "decoding of $tag" "$exp/decode${extra:+-cascade}.log" "$marker" "$want" \
-          python3 -m zipformer_pc.decoding.decode --exp-dir "$exp" "${weights[@]}" \
-          --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" --decoding-method greedy_search \
-          --chunk-size $chunk --left-context-frames $left --blank-penalty "$blank_penalty" \
-          --num-threads "$threads_per_job" $extra
-      done
+checkpoint=$(layout tag --iter "$num_batches" --avg "$avg")
+# decode_system: every seed of the current system, and norm also as the cascade
+decode_system() {
+  local sd exp extra tag variants
+  for sd in $(seeds_of); do
+    exp=$exp_dir/$(run_name "$sd")
+    [ -f "$exp/checkpoint-$num_batches.pt" ] || die "$(run_name "$sd") is not trained ($exp/checkpoint-$num_batches.pt missing): run stages 1-3"
+    variants=("")
+    [ "$model_type" = norm ] && variants+=("--restore-model $restore_onnx")
+    for extra in "${variants[@]}"; do
+      tag=$(run_name "$sd"); [ -n "$extra" ] && tag=${tag}_cascade
+      # shellcheck disable=SC2086
+      decode_model --job "decoding of $tag" --log "$exp/decode${extra:+-cascade}.log" \
+        --marker "$exp/.done.decode${extra:+-cascade}" \
+        "$checkpoint chunk=$chunk left=$left blank-penalty=$blank_penalty test_real=$test_real" \
+        "$exp" "${weights[@]}" --bpe-model "$bpe_dir/bpe.model" --test-sets "$test_sets" \
+        --decoding-method greedy_search --blank-penalty "$blank_penalty" --num-threads "$threads_per_job" $extra
     done
   done
+}
+if run_this 4; then
+  begin_stage 4 "decoding (greedy search, simulated streaming: chunk $chunk, left context $left)" "decoding"
+  for_each_system - decode_system
   wait_jobs
   # Whisper base, the papers' comparison system, on the same sets (tools/setup_env.sh --whisper installs it)
-  if [ "$test_real" = true ]; then
-    for ts in ${test_sets//,/ }; do
-      t=${ts%%=*}
-      [ -f "$exp_dir/whisper_base/wer-summary-$t-N-whisper-base.json" ] && continue
-      rc=0
-      python3 scoring/whisper_score.py --cuts "${ts#*=}" --test-name "$t" --model base --punct-map '!>.' \
-        --output-dir "$exp_dir/whisper_base" > "$exp_dir/whisper_base-$t.log" 2>&1 || rc=$?
-      case $rc in
-        0) ;;
-        3|4) log "  Whisper rows skipped (bash tools/setup_env.sh --whisper installs faster-whisper and its model)"; break ;;
-        *) die "scoring/whisper_score.py failed on $t (exit $rc): $exp_dir/whisper_base-$t.log" ;;
-      esac
-    done
-  fi
+  [ "$test_real" = false ] || whisper_rows base "$exp_dir/whisper_base" "$test_sets" --punct-map '!>.'
   end_stage 4
 fi
 
 # ------------------------------------------------------- ONNX export and RTF
-suffix=$checkpoint-chunk-$chunk-left-$left
+encoder_int8=$(layout export-name --tag "$checkpoint" --chunk "$chunk" --left "$left" --role encoder --int8)
+# export_system: the current (Table I) system to ONNX, and its row of the RTF table
+export_system() {
+  local exp=$exp_dir/$name
+  if [ -f "$exp/onnx/$encoder_int8" ]; then
+    log "  $name: already exported"
+  else
+    export_model --job "export of $name" --log "$exp/export.log" "$exp" "$chunk" "${weights[@]}" \
+      --tokens "$bpe_dir/tokens.txt" --int8 true
+  fi
+  # one row per architecture (the plan's rtf column): the P' variants stream exactly like their P twins
+  [ "$rtf" = - ] && return 0
+  if [ "$model_type" = norm ]; then rtf_systems+=(--system "$rtf=$exp/onnx:$restore_onnx")
+  else rtf_systems+=(--system "$rtf=$exp/onnx"); fi
+}
 if run_this 5; then
   begin_stage 5 "ONNX export (chunk $chunk, left context $left, fp32 + int8), streaming RTF, latency and load" \
     "ONNX export, streaming RTF, latency and load"
   rtf_systems=()
-  for s in "${SYSTEMS[@]}"; do
-    system_fields "$s"
-    [ "$sys_stage" = 1 ] && is_selected "$name" || continue
-    exp=$exp_dir/$name
-    if [ -f "$exp/onnx/encoder-$suffix.int8.onnx" ]; then
-      log "  $name: already exported"
-    else
-      run_job "export of $name" "$exp/export.log" "" "" python3 export/export_onnx.py --exp-dir "$exp" \
-        "${weights[@]}" --tokens "$bpe_dir/tokens.txt" \
-        --chunk-size $chunk --left-context-frames $left --int8 true
-    fi
-    # one row per architecture (the plan's rtf column): the P' variants stream exactly like their P twins
-    [ "$rtf" = - ] && continue
-    if [ "$model_type" = norm ]; then rtf_systems+=(--system "$rtf=$exp/onnx:$restore_onnx")
-    else rtf_systems+=(--system "$rtf=$exp/onnx"); fi
-  done
+  for_each_system 1 export_system
   # latency and load are measured on cond_p, at every chunk size of the latency table:
   # fp32 exports beside the chunk-32 one
   cond=$exp_dir/cond_p
@@ -367,32 +342,26 @@ if run_this 5; then
     if [ "$c" = "$chunk" ]; then latency_systems+=(--system "chunk-$c=$cond/onnx"); continue; fi
     out=$cond/onnx_chunk$c
     latency_systems+=(--system "chunk-$c=$out")
-    if [ -f "$out/encoder-$checkpoint-chunk-$c-left-$left.onnx" ]; then
+    if [ -f "$out/$(layout export-name --tag "$checkpoint" --chunk "$c" --left "$left")" ]; then
       log "  cond_p at chunk $c: already exported"
     else
       rm -rf "$out"  # another checkpoint's export: one encoder per directory
-      run_job "export of cond_p at chunk $c" "$cond/export-chunk$c.log" "" "" python3 export/export_onnx.py \
-        --exp-dir "$cond" "${weights[@]}" --tokens "$bpe_dir/tokens.txt" --chunk-size "$c" \
-        --left-context-frames $left --output-dir "$out"
+      export_model --job "export of cond_p at chunk $c" --log "$cond/export-chunk$c.log" "$cond" "$c" \
+        "${weights[@]}" --tokens "$bpe_dir/tokens.txt" --output-dir "$out"
     fi
   done
   wait_jobs
   if [ ${#rtf_systems[@]} -gt 0 ]; then
     # alone on the machine: nothing else runs while the RTF is measured
     log "  streaming RTF on $rtf_utts test utterances (log: $exp_dir/rtf.log)"
-    python3 scoring/measure_rtf.py "${rtf_systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" \
-      --num-threads 1,2 --int8 false,true --max-utterances "$rtf_utts" \
-      --output-md "$exp_dir/rtf.md" --output-json "$exp_dir/rtf.json" > "$exp_dir/rtf.log" 2>&1 \
-      || { tail -n 20 "$exp_dir/rtf.log" >&2; die "RTF measurement failed (see $exp_dir/rtf.log)"; }
+    measure_rtf --log "$exp_dir/rtf.log" "$exp_dir/rtf" "$fbank/synth_cuts_test.jsonl.gz" "$rtf_utts" "${rtf_systems[@]}"
     cat "$exp_dir/rtf.md"
   fi
   if [ ${#latency_systems[@]} -gt 0 ]; then
     log "  caption latency and stability at chunk sizes $latency_chunks on $latency_utts test utterances" \
       "(log: $exp_dir/latency.log)"
-    python3 scoring/measure_rtf.py "${latency_systems[@]}" --cuts "$fbank/synth_cuts_test.jsonl.gz" \
-      --num-threads 1 --int8 false --max-utterances "$latency_utts" --latency true \
-      --output-md "$exp_dir/latency.md" --output-json "$exp_dir/latency.json" > "$exp_dir/latency.log" 2>&1 \
-      || { tail -n 20 "$exp_dir/latency.log" >&2; die "latency measurement failed (see $exp_dir/latency.log)"; }
+    measure_latency --log "$exp_dir/latency.log" "$exp_dir/latency" "$fbank/synth_cuts_test.jsonl.gz" "$latency_utts" \
+      "${latency_systems[@]}"
     cat "$exp_dir/latency.md"
   fi
   if [ -n "$load_streams" ]; then
@@ -409,9 +378,7 @@ fi
 # ------------------------------------------------------------------ results
 if run_this 6; then
   begin_stage 6 "results tables and plots" "results"
-  mkdir -p "$results_dir"
-  python3 scoring/make_results.py --plan egs/systems.tsv --exp-dir "$exp_dir" --data-dir "$dir" \
-    --results-dir "$results_dir" "${result_sets[@]}" --checkpoint "$checkpoint" \
+  write_results "$dir" "$results_dir" "${result_sets[@]}" --checkpoint "$checkpoint" \
     --training "$protocol, $num_batches batches of at most $max_duration s of audio (peak learning rate $base_lr)" \
     --encoder "$encoder" --num-seeds "$num_seeds" --command "$cmdline" --size "$size" --seed "$seed"
   end_stage 6
@@ -422,5 +389,5 @@ log "Done (stages $stage..$stop_stage)."
 [ -f "$results_dir/RESULTS.md" ] && log "Results: $results_dir/RESULTS.md"
 if [ -d "$exp_dir/cond_p/onnx" ]; then
   log "Streaming model (conditioned, both modes): $exp_dir/cond_p/onnx. Stream a wav file through it:"
-  echo "  .venv/bin/python export/onnx_streaming.py --model-dir $exp_dir/cond_p/onnx --int8 true YOUR.wav"
+  echo "  .venv/bin/python -m zipformer_pc.transcribe --model-dir $exp_dir/cond_p/onnx --int8 true YOUR.wav"
 fi

@@ -1,30 +1,26 @@
 """scoring/measure_rtf.py (streaming RTF + scores of exported models, cascade
-included), benchmarks/sherpa_vs_ours.py and benchmarks/search_grid.py, on tiny
+included), benchmarks/sherpa_vs_ours.py and research/search_grid.py, on tiny
 random models and cuts."""
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-for _p in (ROOT / "scoring", ROOT / "benchmarks"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+from conftest import script_module, write_wav
+from zipformer_pc.metrics import score_corpus
+from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config
+from zipformer_pc.export import random_model
+from zipformer_pc.export.onnx_export import export_model
+from zipformer_pc.data.references import P_KEY
+from zipformer_pc.runtime import StreamingRecognizer, find_model_files
 
-import measure_rtf  # noqa: E402
-import search_grid  # noqa: E402
-import sherpa_vs_ours  # noqa: E402
-from zipformer_pc.metrics import score_corpus  # noqa: E402
-from zipformer_pc.model.transducer import HeadConfig, build_model, make_model_config  # noqa: E402
-from zipformer_pc.export import random_model  # noqa: E402
-from zipformer_pc.export.onnx_export import export_model  # noqa: E402
-from zipformer_pc.data.references import P_KEY  # noqa: E402
-from zipformer_pc.runtime import StreamingRecognizer, find_model_files  # noqa: E402
-from conftest import write_wav  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+measure_rtf = script_module("scoring/measure_rtf.py")
+search_grid = script_module("research/search_grid.py")
+sherpa_vs_ours = script_module("benchmarks/sherpa_vs_ours.py")
 
 CHUNK, LEFT = 32, 64
 VOCAB = 67

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import script_module
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 # what the GPU machine has (docs/gpu-check.md); tqdm: torch.hub imports it when it is there
 ALLOWED_DISTRIBUTIONS = ("torch", "numpy", "onnx", "onnxruntime", "sentencepiece")
@@ -99,10 +100,19 @@ def test_every_stage_runs_and_reports_its_figures(smoke):
     # the markdown table
     assert "| model | dtype | steps | s audio / s |" in r.stdout and ": OK in " in r.stdout
     assert "| conditioned | bf16 | 2 |" in r.stdout and "| ddp gloo x2 | ok |" in r.stdout
+    assert_imports_only_what_the_gpu_machine_has(res)
 
 
-def test_it_imports_only_what_the_gpu_machine_has(smoke):
-    _, res = smoke
+def test_it_imports_only_what_the_gpu_machine_has(tmp_path):
+    """Every stage, on one model type and dtype (the others import the same modules: the slow
+    test above checks the imports of the whole smoke run too)."""
+    r, res = gpu_check(tmp_path, "--model-types", "conditioned", "--dtypes", "fp32", name="imports")
+    assert r.returncode == 0 and res is not None, r.stdout[-3000:] + r.stderr[-3000:]
+    assert res["ok"] and res["skipped"] == [] and [d["model_type"] for d in res["decode"]] == ["conditioned"]
+    assert_imports_only_what_the_gpu_machine_has(res)
+
+
+def assert_imports_only_what_the_gpu_machine_has(res) -> None:
     allowed = dependency_modules(ALLOWED_DISTRIBUTIONS) | OPTIONAL_MODULES
     assert "torch" in allowed and "lhotse" not in allowed
     assert set(res["imports"]["third_party"]) <= allowed, set(res["imports"]["third_party"]) - allowed
@@ -125,11 +135,7 @@ def test_the_time_budget_stops_training_and_skips_the_stages_that_no_longer_fit(
 def test_the_check_trains_with_train_pys_own_defaults():
     """The check builds its models from train.py's parser and TRAINING_DEFAULTS (paper: icefall's
     LibriSpeech settings), so what it measures is what a run of train.py would do."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import gpu_check
-    finally:
-        sys.path.pop(0)
+    gpu_check = script_module("benchmarks/gpu_check.py")
     from zipformer_pc.training.train import TRAINING_DEFAULTS
 
     args = gpu_check.training_args("paper", "two-decoder", "fp16", Path("x"))

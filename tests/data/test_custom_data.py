@@ -15,7 +15,7 @@ from conftest import TRAINING_TIMEOUT, local_module, write_text_cuts
 
 from zipformer_pc.text import normalized
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # (text, P reference expected): cased and punctuated text gives P and N, the rest N only
 SENTENCES = [
     ("The garden was quiet, and the birds had gone.", True),
@@ -243,7 +243,7 @@ def test_a_one_cut_test_set_is_read(tmp_path):
 def test_run_sh_fine_tunes_scores_and_exports_a_model_of_your_recordings(recordings, tmp_path):
     """egs/custom/run.sh on the NeMo layout with a budget of 3 batches: data with the shipped
     tokenizer, fine-tuning from the shipped conditioned model, both models scored on the held-out
-    test speaker, an ONNX export that export/onnx_streaming.py transcribes a wav with."""
+    test speaker, an ONNX export that python -m zipformer_pc.transcribe transcribes a wav with."""
     custom = write_nemo(recordings)
     data, exp = tmp_path / "data", tmp_path / "exp"
     r = subprocess.run(["bash", "egs/custom/run.sh", "--custom-dir", str(custom), "--data-dir", str(data),
@@ -258,13 +258,13 @@ def test_run_sh_fine_tunes_scores_and_exports_a_model_of_your_recordings(recordi
     scores = (exp / "scores.md").read_text()
     assert scores.count("| test |") == 2 and "WER" in scores and "PC-WER" in scores
     assert "## Before: the shipped model" in scores and "## After: fine-tuned" in scores
-    assert "onnx_streaming.py --model-dir" in r.stdout
+    assert "-m zipformer_pc.transcribe --model-dir" in r.stdout
     onnx = exp / "onnx"
     for part in ("encoder", "decoder-P", "joiner-P", "decoder-N", "joiner-N"):
         assert len(list(onnx.glob(f"{part}-iter-3-avg-*-chunk-32-left-128.onnx"))) == 1, part
     out = tmp_path / "out.tsv"
     wav = recordings / "audio" / "utt00.wav"
-    t = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(onnx), "--output", str(out),
+    t = subprocess.run([sys.executable, "-m", "zipformer_pc.transcribe", "--model-dir", str(onnx), "--output", str(out),
                         str(wav)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert t.returncode == 0, t.stderr[-3000:]
     modes = {line.split("\t")[1] for line in out.read_text().splitlines()}

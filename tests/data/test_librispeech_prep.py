@@ -9,7 +9,7 @@ import numpy as np
 import soundfile as sf
 from conftest import write_librispeech_tree
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # (utt id, LibriSpeech transcript, LibriSpeech-PC text or None if PC dropped it)
 UTTS = {

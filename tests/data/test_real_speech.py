@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_prepare_real():
@@ -328,7 +328,8 @@ def test_the_card_reports_test_real_per_group_and_whisper_base(tmp_path):
 
 
 def test_results_tables_carry_whisper_base_rows(tmp_path):
-    mr = _load("scoring/make_results.py", "_make_results")
+    from zipformer_pc.scoring import make_results as mr
+
     exp, _ = _real_report_fixture(tmp_path)
     s = mr.whisper_summary(exp, "test_real")
     assert (s["wer"], s["pc_wer"], s["rtf"]) == (10.0, 12.5, 0.8)

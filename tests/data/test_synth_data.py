@@ -19,12 +19,12 @@ import pytest
 from zipformer_pc.data.references import P_KEY, RAW_KEY, SYNTH_PUNCT, get_n, get_p, has_p
 from zipformer_pc.text import normalized, punctuated
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "local"))
+from conftest import local_module
 
-import make_subsets  # noqa: E402
-import prepare_synth_text  # noqa: E402
-import tts  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+make_subsets = local_module("make_subsets")
+prepare_synth_text = local_module("prepare_synth_text")
+tts = local_module("tts")
 
 pytestmark = pytest.mark.slow
 

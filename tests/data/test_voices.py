@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import local_module
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 tts = local_module("tts")
 synthesize = local_module("synthesize")
 
@@ -383,7 +383,7 @@ def test_kokoro_voices_leave_the_other_draws_unchanged(extra):
 
 def test_kokoro_voices_are_a_training_share():
     assert synthesize.voice_pool("train", "default", 0.0, 0.5) is tts.TRAIN_VOICES
-    # the held-out Kokoro speakers are a pool of their own (benchmarks/ood_factors.py), never training voices
+    # the held-out Kokoro speakers are a pool of their own (research/ood_factors.py), never training voices
     assert synthesize.voice_pool("kokoro_ood", "default") is tts.KOKORO_OOD_VOICES
     assert {v.voice for v in tts.KOKORO_OOD_VOICES} == set(tts.KOKORO_HELD_OUT)
     with pytest.raises(ValueError, match="--voice-set wide is a training pool"):

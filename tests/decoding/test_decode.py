@@ -17,7 +17,7 @@ from zipformer_pc.modes import MODE_N, MODE_P
 from conftest import make_it_emit
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def decode(trained_tiny_model, corpus, *extra, test_sets=None):

@@ -16,7 +16,7 @@ from zipformer_pc.runtime.context_graph import ROOT, ContextGraph
 from zipformer_pc.runtime.hotwords import (DEFAULT_HOTWORDS_SCORE, Hotword, PieceEncoder, as_hotwords, build_graphs,
                                            mode_form, parse_hotword, read_hotwords)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PRETRAINED = REPO / "egs" / "synth" / "pretrained"
 S = 1.5
 
@@ -313,7 +313,7 @@ def test_the_command_line_takes_a_hotword_file(tmp_path, tiny_onnx_model):
     write_wav(wav, speech_like(2.0, seed=4))
     hw = tmp_path / "hw.txt"
     hw.write_text("w45x8x8x8 :4\n", encoding="utf-8")
-    cmd = [sys.executable, "export/onnx_streaming.py", "--model-dir", str(tiny_onnx_model), "--hotwords", str(hw),
+    cmd = [sys.executable, "-m", "zipformer_pc.transcribe", "--model-dir", str(tiny_onnx_model), "--hotwords", str(hw),
            "--blank-penalty", "0"]
     r = subprocess.run(cmd + [str(wav)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "--hotwords needs --decoding-method modified_beam_search" in r.stderr, r.stderr

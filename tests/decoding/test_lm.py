@@ -172,12 +172,37 @@ def test_one_loader_gives_beam_search_its_lms_with_or_without_lodr(tmp_path):
         load_lms(str(tmp_path), tokenizer, ["P", "N"], lodr_scale=0.25)
 
 
-def test_train_lm_writes_a_p_and_an_n_model_from_training_references(tiny_corpus, tmp_path):
-    from conftest import local_module
+# Training references in the synthetic corpus's form (local/text_cuts.py): the raw punctuated
+# source, its P and N references.
+AUSTEN = [
+    "It is a truth universally acknowledged, that a single man in possession of a good fortune, "
+    "must be in want of a wife.",
+    "\"My dear Mr. Bennet,\" said his lady to him one day, \"have you heard that Netherfield Park is let at last?\"",
+    "Mr. Bennet replied that he had not.",
+    "\"But it is,\" returned she; \"for Mrs. Long has just been here, and she told me all about it.\"",
+    "Mr. Bennet made no answer.",
+    "\"Do you not want to know who has taken it?\" cried his wife impatiently.",
+    "\"You want to tell me, and I have no objection to hearing it.\"",
+    "This was invitation enough.",
+    "Emma Woodhouse, handsome, clever, and rich, had lived nearly twenty-one years in the world.",
+    "She was the youngest of the two daughters of a most affectionate, indulgent father.",
+]
+
+
+def test_train_lm_writes_a_p_and_an_n_model_from_training_references(tmp_path):
+    """On a text-only manifest (local/text_cuts.py's cuts) and the shipped tokenizer: the same
+    references the corpus's manifests carry, without building the corpus."""
+    from lhotse import CutSet
+
+    from conftest import ROOT, local_module
 
     train_lm = local_module("train_lm")
-    cuts = sorted((tiny_corpus / "fbank").glob("*_cuts_train.jsonl.gz"))
-    bpe = next(tiny_corpus.glob("lang_bpe_*")) / "bpe.model"
+    text_cuts = local_module("text_cuts")
+    # the first sentences twice: some trigrams are seen once (--prune 0,0,1 drops them), some twice
+    utts = [{"id": f"train-{i:06d}", "text_raw": s} for i, s in enumerate(AUSTEN + AUSTEN[:4])]
+    cuts = [tmp_path / "synth_cuts_train.jsonl.gz"]
+    CutSet.from_cuts(text_cuts.text_cut(u) for u in utts).to_file(cuts[0])
+    bpe = ROOT / "egs" / "synth" / "pretrained" / "bpe.model"
     train_lm.main(["--cuts", str(cuts[0]), "--bpe-model", str(bpe), "--out-dir", str(tmp_path), "--order", "3",
                    "--prune", "0,0,1"])
     lm_p, lm_n = (NgramLm.read_arpa(tmp_path / f"lm-{m}.arpa.gz") for m in "PN")

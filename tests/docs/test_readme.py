@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))}
 MAX_README_LINES = 250
@@ -22,7 +22,7 @@ MAX_README_LINES = 250
 PENDING: set = set()
 # Paths that the commands write (ignored by git), not files of the repository.
 OUTPUTS = ("egs/synth/exp", "egs/librispeech/exp")
-REPO_DIRS = ("benchmarks", "docs", "egs", "export", "local", "scoring", "tests", "tools", "zipformer_pc")
+REPO_DIRS = ("benchmarks", "docs", "egs", "export", "local", "research", "scoring", "tests", "tools", "zipformer_pc")
 
 
 def code_blocks(text, lang=r"\w*"):

@@ -11,19 +11,15 @@ cascade's ASR) and a two-decoder system, decoding, ONNX export, the streaming
 RTF and RESULTS.md, which must name LibriSpeech's test sets.
 """
 
-import importlib
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import TRAINING_TIMEOUT, write_librispeech_tree
+from conftest import TRAINING_TIMEOUT, local_module, write_librispeech_tree
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "local") not in sys.path:
-    sys.path.insert(0, str(ROOT / "local"))
+ROOT = Path(__file__).resolve().parents[2]
 
 # LibriSpeech-PC text of each utterance; LibriSpeech's transcript is derived
 # from it as LibriSpeech writes it (upper case, no punctuation, "Mr." spelt out).
@@ -130,7 +126,7 @@ def corpus_parts() -> dict:
 
 def build_corpus(root: Path) -> tuple:
     """The LibriSpeech tree and LibriSpeech-PC manifests under ``root`` (espeak-ng speech)."""
-    tts = importlib.import_module("tts")
+    tts = local_module("tts")
     voices = {(spk, chap): tts.Voice(f"ls-{spk}", "espeak-ng", v, rate, pitch)
               for chapters in LAYOUT.values() for spk, chap, v, rate, pitch, _ in chapters}
     synth = tts.Synthesizer()

@@ -10,7 +10,7 @@ import torch
 from conftest import TRAINING_TIMEOUT
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_pretrain_recipe_trains_both_models_and_publishes_them(tiny_corpus, tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
 
@@ -50,10 +50,10 @@ def test_check_args_accepts_good_arguments_and_runs_nothing(check_args, tmp_path
                             "--bpe-model", "bpe.model", "--test-sets", "test-clean=t.jsonl.gz",
                             "--decoding-method", "modified_beam_search", "--chunk-size", "32",
                             "--left-context-frames", "128"]) == 0
-    assert check_args.main(["export/export_onnx.py", "--exp-dir", str(exp), "--epoch", "40", "--avg", "15",
+    assert check_args.main(["zipformer_pc.export", "--exp-dir", str(exp), "--epoch", "40", "--avg", "15",
                             "--tokens", "tokens.txt", "--int8", "true"]) == 0
     out = capsys.readouterr().out
-    assert out.count("OK ") == 3 and "OK zipformer_pc.training.train:" in out and "OK export/export_onnx.py:" in out
+    assert out.count("OK ") == 3 and "OK zipformer_pc.training.train:" in out and "OK zipformer_pc.export:" in out
     # train.py would create its log dir, decode.py its output dir, the export EXP/onnx
     assert not exp.exists()
 
@@ -64,15 +64,15 @@ def test_check_args_accepts_good_arguments_and_runs_nothing(check_args, tmp_path
         ("zipformer_pc.training.train", ["--no-such-option", "1"], "unrecognized arguments: --no-such-option 1"),
         ("zipformer_pc.training.train", ["--model-type", "bogus"], "argument --model-type: invalid choice: 'bogus'"),
         ("zipformer_pc.decoding.decode", ["--decoding-method", "beam_search"], "invalid choice: 'beam_search'"),
-        ("export/export_onnx.py", ["--int8", "maybe"], "argument --int8: expected true/false, got 'maybe'"),
-        ("export/export_onnx.py", ["--chunk-size", "x32"], "argument --chunk-size: invalid int value: 'x32'"),
+        ("zipformer_pc.export", ["--int8", "maybe"], "argument --int8: expected true/false, got 'maybe'"),
+        ("zipformer_pc.export", ["--chunk-size", "x32"], "argument --chunk-size: invalid int value: 'x32'"),
     ],
 )
 def test_check_args_rejects_bad_options_and_choices(check_args, tmp_path, capsys, target, args, message):
     base = {
         "zipformer_pc.training.train": train_args(tmp_path / "exp"),
         "zipformer_pc.decoding.decode": ["--exp-dir", str(tmp_path / "exp"), "--bpe-model", "b", "--test-sets", "t=x"],
-        "export/export_onnx.py": ["--exp-dir", str(tmp_path / "exp"), "--tokens", "tokens.txt"],
+        "zipformer_pc.export": ["--exp-dir", str(tmp_path / "exp"), "--tokens", "tokens.txt"],
     }[target]
     assert check_args.main([target, *base, *args]) == 2
     err = capsys.readouterr().err
@@ -82,7 +82,7 @@ def test_check_args_rejects_bad_options_and_choices(check_args, tmp_path, capsys
 
 
 def test_check_args_reports_missing_required_option(check_args, capsys):
-    assert check_args.main(["export/export_onnx.py", "--exp-dir", "x"]) == 2
+    assert check_args.main(["zipformer_pc.export", "--exp-dir", "x"]) == 2
     assert "the following arguments are required: --tokens" in capsys.readouterr().err
 
 
@@ -163,7 +163,7 @@ def test_check_args_commands_file(check_args, tmp_path, capsys):
     cmds.write_text(
         "# a comment\n"
         f"python3 -m zipformer_pc.training.train {' '.join(train_args(tmp_path / 'e'))} --alpha 0.3\n"
-        "python3 export/export_onnx.py --exp-dir e --tokens t --left-context-frames 128\n"
+        "python3 -m zipformer_pc.export --exp-dir e --tokens t --left-context-frames 128\n"
         "bash ./prepare.sh --dataset librispeech\n"
         "python3 export/later.py --anything 1\n"
         "\n"
@@ -195,7 +195,7 @@ def test_librispeech_dry_run_lists_and_checks_every_command(tmp_path):
     exp = tmp_path / "exp"
     train = [c for c in cmds if c.startswith("python3 -m zipformer_pc.training.train ")]
     decode = [c for c in cmds if c.startswith("python3 -m zipformer_pc.decoding.decode ")]
-    export = [c for c in cmds if c.startswith("python3 export/export_onnx.py ")]
+    export = [c for c in cmds if c.startswith("python3 -m zipformer_pc.export ")]
     # 7 Table I + 4 fixed subsets + 4 random per-batch splits + 2 alpha values
     assert len(train) == 7 + 4 + 4 + 2
     trained = sorted(re.search(r"--exp-dir (\S+)", c).group(1).rsplit("/", 1)[1] for c in train)
@@ -277,6 +277,24 @@ def test_librispeech_dry_run_stage_range(tmp_path):
     assert all(re.search(r"--exp-dir \S+/cond_(p|rand)0\.[0-9]+ ", c) for c in cmds)
     r, _ = dry_run(tmp_path, "--stage", "3", "--stop-stage", "1")
     assert r.returncode == 2 and "--stage (3) is after --stop-stage (1)" in r.stderr
+
+
+def test_recipes_pass_the_prepare_options_they_do_not_take_through_to_it(tmp_path, check_args, capsys):
+    """tools/parse_options.sh with pass_to=prepare.sh: an option of prepare.sh the recipe does not declare
+    goes to its stage 0; one the recipe gives prepare.sh itself is refused, and so is an option neither has."""
+    r, cmds = dry_run(tmp_path, "--stage", "0", "--stop-stage", "0", "--musan-url", "file:///m.tar.gz")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert len(cmds) == 1 and cmds[0].startswith("./prepare.sh --dataset librispeech ")
+    assert cmds[0].endswith("--musan true --musan-url file:///m.tar.gz")
+    r, _ = dry_run(tmp_path, "--dataset", "synth")
+    assert r.returncode == 2 and "--dataset is not passed through to prepare.sh" in r.stderr
+    r, _ = dry_run(tmp_path, "--voice-sets", "wide")
+    assert r.returncode == 2 and "unknown option --voice-sets" in r.stderr
+    # tools/check_args.py reads them the same way
+    assert check_args.main(["egs/synth/pretrain.sh", "--voice-set", "wide", "--gcide-hours", "3", "--models", "norm"]) == 0
+    assert check_args.main(["egs/custom/run.sh", "--custom-dir", "x"]) == 0
+    assert check_args.main(["egs/synth/run.sh", "--pass-to", "x"]) == 2
+    assert "unknown option --pass-to" in capsys.readouterr().err
 
 
 # --------------------------------------------------------- whisper_score

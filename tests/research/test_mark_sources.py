@@ -1,8 +1,8 @@
-"""benchmarks/mark_sources.py: where a system's inserted marks fall in the raw source text."""
+"""research/mark_sources.py: where a system's inserted marks fall in the raw source text."""
 
-from conftest import benchmark_module, text_cut
+from conftest import script_module, text_cut
 
-ms = benchmark_module("mark_sources")
+ms = script_module("research/mark_sources.py")
 
 
 def test_inserted_commas_are_traced_to_the_raw_marks_p_dropped():

@@ -1,4 +1,4 @@
-"""benchmarks/mix_grid.py: mixes of fine-tuned runs with their start, measured against the reference export
+"""research/mix_grid.py: mixes of fine-tuned runs with their start, measured against the reference export
 and picked by the rule "worse on no figure (strictly, or by a paired bootstrap), then the lowest PC-WER"."""
 
 import json
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import benchmark_module
+from conftest import script_module
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "egs/synth/pretrained"
-mix_grid = benchmark_module("mix_grid")
+mix_grid = script_module("research/mix_grid.py")
 
 
 def _row(dev, dev_ood):
@@ -98,7 +98,7 @@ def test_mixes_of_the_shipped_weights_are_measured_against_the_shipped_export(ti
     _fake_run(tmp_path / "same", same, shipped["model_config"])
     fbank = tiny_corpus / "fbank"
     out = tmp_path / "grid.json"
-    cmd = [sys.executable, "benchmarks/mix_grid.py", "--exp-dir", str(tmp_path / "noisy"), str(tmp_path / "same"),
+    cmd = [sys.executable, "research/mix_grid.py", "--exp-dir", str(tmp_path / "noisy"), str(tmp_path / "same"),
            "--iter", "10", "10", "--weights", "1,0", "0,1", "--start", str(SHIPPED / "conditioned.pt"),
            "--cuts", f"dev={fbank / 'synth_cuts_dev.jsonl.gz'}", f"test={fbank / 'synth_cuts_test.jsonl.gz'}",
            "--max-utts", "4", "--work-dir", str(tmp_path / "work"), "--output-json", str(out)]

@@ -1,4 +1,4 @@
-"""benchmarks/ood_factors.py: the 2 x 2 table of voices x text behind test_ood, with the shipped model."""
+"""research/ood_factors.py: the 2 x 2 table of voices x text behind test_ood, with the shipped model."""
 
 import gzip
 import json
@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "local"))
+from conftest import local_module
 
-from tts import KOKORO_OOD_VOICES, OOD_VOICES, TRAIN_VOICES, missing_tools  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+tts = local_module("tts")
+KOKORO_OOD_VOICES, OOD_VOICES, TRAIN_VOICES = tts.KOKORO_OOD_VOICES, tts.OOD_VOICES, tts.TRAIN_VOICES
 
-HAVE_KOKORO = not missing_tools(KOKORO_OOD_VOICES)[0]
+HAVE_KOKORO = not tts.missing_tools(KOKORO_OOD_VOICES)[0]
 
 
 def first_texts(path: Path, n: int):
@@ -24,7 +25,7 @@ def first_texts(path: Path, n: int):
 def test_ood_factors_fills_the_two_missing_cells(tiny_corpus, tmp_path):
     out = tmp_path / "f.json"
     work = tmp_path / "work"
-    cmd = [sys.executable, "benchmarks/ood_factors.py", "--data-dir", str(tiny_corpus), "--num-utts", "3",
+    cmd = [sys.executable, "research/ood_factors.py", "--data-dir", str(tiny_corpus), "--num-utts", "3",
            "--work-dir", str(work), "--json", str(out), "--kokoro", "true" if HAVE_KOKORO else "false"]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -73,23 +74,33 @@ def test_ood_factors_fills_the_two_missing_cells(tiny_corpus, tmp_path):
     assert res2["unseen_words"]["test_ood"]["unseen_pct"] > 0  # Moby Dick's words are not all Austen's
 
 
-def test_ood_factors_names_a_missing_training_text(tiny_corpus, tmp_path):
-    r = subprocess.run([sys.executable, "benchmarks/ood_factors.py", "--data-dir", str(tiny_corpus),
+def corpus_stub(tmp_path: Path) -> Path:
+    """A data dir with the test manifests the script looks for first (empty: the tests below stop
+    before reading them), in place of the tiny corpus."""
+    data = tmp_path / "synth"
+    (data / "fbank").mkdir(parents=True)
+    for name in ("test", "test_ood"):
+        (data / "fbank" / f"synth_cuts_{name}.jsonl.gz").touch()
+    return data
+
+
+def test_ood_factors_names_a_missing_training_text(tmp_path):
+    r = subprocess.run([sys.executable, "research/ood_factors.py", "--data-dir", str(corpus_stub(tmp_path)),
                         "--train-text", str(tmp_path / "nope.jsonl")], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode != 0 and "nope.jsonl not found" in r.stderr
 
 
-def test_ood_factors_names_a_training_text_line_that_is_not_an_utterance(tiny_corpus, tmp_path):
+def test_ood_factors_names_a_training_text_line_that_is_not_an_utterance(tmp_path):
     bad = tmp_path / "train.jsonl"
     bad.write_text('{"id": "train-000000", "text_raw": "Call me Ishmael."}\n{"id": "train-000001"}\n')
-    r = subprocess.run([sys.executable, "benchmarks/ood_factors.py", "--data-dir", str(tiny_corpus),
+    r = subprocess.run([sys.executable, "research/ood_factors.py", "--data-dir", str(corpus_stub(tmp_path)),
                         "--train-text", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert f"{bad}:2: not an utterance" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_ood_factors_names_a_missing_corpus(tmp_path):
-    r = subprocess.run([sys.executable, "benchmarks/ood_factors.py", "--data-dir", str(tmp_path)],
+    r = subprocess.run([sys.executable, "research/ood_factors.py", "--data-dir", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "prepare.sh" in r.stderr

@@ -23,7 +23,7 @@ from zipformer_pc.options import DEFAULT_BLANK_PENALTY
 from zipformer_pc.export.onnx_export import check_export, export_model
 from zipformer_pc.runtime import Resampler, StreamingRecognizer, find_model_files, read_wav
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CHUNK, LEFT = 32, 64
 UNK_ID = 2  # <blk> 0, <sos/eos> 1, <unk> 2 in the recipe's tokens.txt
@@ -302,7 +302,7 @@ def exported(trained_tiny_model, tiny_corpus, test_audio, tmp_path_factory):
 @pytest.mark.slow
 def test_export_cli_writes_a_checked_sherpa_onnx_set(trained_tiny_model, tiny_corpus, tmp_path):
     exp_dir, epoch = trained_tiny_model
-    cmd = [sys.executable, "export/export_onnx.py", "--exp-dir", str(exp_dir), "--epoch", str(epoch), "--avg", "1",
+    cmd = [sys.executable, "-m", "zipformer_pc.export", "--exp-dir", str(exp_dir), "--epoch", str(epoch), "--avg", "1",
            "--tokens", str(tiny_corpus / "lang_bpe_120" / "tokens.txt"), "--chunk-size", str(CHUNK),
            "--left-context-frames", str(LEFT), "--output-dir", str(tmp_path), "--int8", "true"]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -442,7 +442,7 @@ def test_cli_decodes_a_folder_of_wavs_and_a_cut_manifest(exported, test_audio, t
     out, _ = exported
     for uid, x in test_audio[:2]:
         write_wav(tmp_path / f"{uid}.wav", x, 16000)
-    r = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(out), str(tmp_path),
+    r = subprocess.run([sys.executable, "-m", "zipformer_pc.transcribe", "--model-dir", str(out), str(tmp_path),
                         "--int8", "true", "--num-threads", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
@@ -450,7 +450,7 @@ def test_cli_decodes_a_folder_of_wavs_and_a_cut_manifest(exported, test_audio, t
     assert all("\tP: " in line and "\tN: " in line for line in lines[:2])
     assert lines[-1].startswith("RTF ")
     cuts = tiny_corpus / "fbank" / "synth_cuts_test.jsonl.gz"
-    r = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(out), "--cuts", str(cuts),
+    r = subprocess.run([sys.executable, "-m", "zipformer_pc.transcribe", "--model-dir", str(out), "--cuts", str(cuts),
                         "--max-utts", "3", "--per-speaker", "true", "--scores-json", str(tmp_path / "s.json")],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -470,7 +470,7 @@ def test_beam_search_with_one_path_is_greedy_search_and_more_paths_search_more(t
     """Modified beam search keeping one path is greedy search (the same tokens at
     the same frames); with 4 paths the best path it reports scores at least
     as well as the greedy one, by the model's own log probabilities.
-    (Parity with sherpa-onnx's beam search: tests/test_pretrained.py.)"""
+    (Parity with sherpa-onnx's beam search: tests/runtime/test_pretrained.py.)"""
     export_model(random_model("conditioned"), tmp_path, tokens_file, CHUNK, LEFT)
     x = np.random.default_rng(1).standard_normal(3 * 16000).astype(np.float32) * 0.1
     runs = {}

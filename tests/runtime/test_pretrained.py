@@ -13,7 +13,7 @@ import pytest
 from zipformer_pc.metrics import score_corpus
 from zipformer_pc.text import normalized
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRETRAINED = ROOT / "egs" / "synth" / "pretrained"
 # Austen-like, but not a sentence of the corpus (checked against its text).
 SENTENCE = "When the letter came, she read it twice and then walked out into the garden."
@@ -49,7 +49,7 @@ def test_the_shipped_model_transcribes_a_fresh_sentence(spoken, int8, search, tm
     right, P starts with a capital and ends with a mark.  Beam search fuses
     the shipped token LMs by default, less the LODR bigrams."""
     out = tmp_path / "out.tsv"
-    r = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(PRETRAINED), str(spoken),
+    r = subprocess.run([sys.executable, "-m", "zipformer_pc.transcribe", "--model-dir", str(PRETRAINED), str(spoken),
                         "--int8", str(int8).lower(), "--output", str(out), *search],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -72,7 +72,7 @@ def test_bad_inputs_are_clear_errors_or_counted_skips(spoken, tmp_path):
     """A missing path stops the run before the model loads, with one line naming it; a file that
     is not a wav is skipped with a warning and counted, the others are decoded; nothing decoded
     at all is an error (exit status 1), not an empty success."""
-    run = lambda *a: subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(PRETRAINED), *a],
+    run = lambda *a: subprocess.run([sys.executable, "-m", "zipformer_pc.transcribe", "--model-dir", str(PRETRAINED), *a],
                                     cwd=ROOT, capture_output=True, text=True, timeout=300)
     r = run(str(tmp_path / "missing.wav"))
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'missing.wav'} does not exist"
@@ -98,7 +98,7 @@ def test_the_shipped_question_model_ends_a_spoken_question_with_a_question_mark(
     got = {}
     for flag in ("true", "false"):
         out = tmp_path / f"{flag}.tsv"
-        r = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(PRETRAINED), str(wav),
+        r = subprocess.run([sys.executable, "-m", "zipformer_pc.transcribe", "--model-dir", str(PRETRAINED), str(wav),
                             "--questions", flag, "--output", str(out)],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import write_wav
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 BLOCKER = """
 import importlib.abc, sys

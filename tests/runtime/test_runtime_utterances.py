@@ -1,5 +1,5 @@
 """zipformer_pc.runtime.utterances: decoding a list of utterances in turn and scoring it, with a stand-in
-recognizer (the ONNX one is exercised through the CLI in tests/test_onnx.py)."""
+recognizer (the ONNX one is exercised through the CLI in tests/runtime/test_onnx.py)."""
 
 import numpy as np
 import pytest
@@ -50,8 +50,28 @@ def test_decode_counts_skips_and_audio_and_scores_p_only_where_there_is_a_p_refe
     assert "P" not in by_spk["v2"]  # no P reference for that speaker
 
 
-def test_from_cuts_reads_references_and_stops_at_the_limit(tiny_corpus):
-    cuts = tiny_corpus / "fbank" / "synth_cuts_test.jsonl.gz"
+def speech_cuts(tmp_path):
+    """Three cuts of speech-like wav files whose supervisions carry N, P and a speaker as the
+    synthetic corpus's do (the tiny corpus's test manifest, without building it)."""
+    from lhotse import CutSet, MonoCut, Recording, SupervisionSegment
+
+    from conftest import speech_like, write_wav
+
+    cuts = []
+    for i, (n, p) in enumerate([("she reads it", "She reads it."), ("it reads", "It reads?"), ("she", "She!")]):
+        wav = tmp_path / f"u{i}.wav"
+        write_wav(wav, speech_like(1.0 + 0.5 * i, seed=i))
+        rec = Recording.from_file(wav, recording_id=f"u{i}")
+        sup = SupervisionSegment(id=f"u{i}", recording_id=f"u{i}", start=0, duration=rec.duration, text=n,
+                                 speaker=f"v{i % 2}", custom={"text_p": p, "text_raw": p})
+        cuts.append(MonoCut(id=f"u{i}", start=0, duration=rec.duration, channel=0, recording=rec, supervisions=[sup]))
+    path = tmp_path / "synth_cuts_test.jsonl.gz"
+    CutSet.from_cuts(cuts).to_file(path)
+    return path
+
+
+def test_from_cuts_reads_references_and_stops_at_the_limit(tmp_path):
+    cuts = speech_cuts(tmp_path)
     utts = utterances.from_cuts(cuts, limit=2)
     assert len(utts) == 2 and len(utterances.from_cuts(cuts)) > 2
     samples, rate = utts[0].load()

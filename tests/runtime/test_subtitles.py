@@ -16,7 +16,7 @@ from zipformer_pc.runtime.stream import Segment
 from zipformer_pc.runtime.subtitles import layout, make_cues, output_paths, split_segment, to_srt, to_vtt
 from zipformer_pc.runtime.timestamps import TimedWord
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRETRAINED = ROOT / "egs" / "synth" / "pretrained"
 VOICE = ["-v", "en-us+m1", "-s", "165"]  # a training voice of the synthetic corpus
 # Two passages (not sentences of the corpus) with 2.5 s of silence between them: two endpointed
@@ -187,7 +187,7 @@ def speech(tmp_path_factory):
 
 
 def transcribe(*args, cwd=ROOT):
-    r = subprocess.run([sys.executable, str(ROOT / "export" / "onnx_streaming.py"), "--model-dir", str(PRETRAINED),
+    r = subprocess.run([sys.executable, "-m", "zipformer_pc.transcribe", "--model-dir", str(PRETRAINED),
                         *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300)
     return r
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from zipformer_pc.metrics import score_corpus
 from zipformer_pc.text import normalized
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 REFS = [
     "Yes, I know. Do you?",

@@ -15,7 +15,7 @@ from zipformer_pc.transcripts import (
     read_transcripts,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCORE = ROOT / "scoring" / "score.py"
 EXAMPLES = ROOT / "scoring" / "examples"
 HEADER = "| system | WER | PuncER | CaseER | PC-WER | PER | WER-C | WER-PC |"

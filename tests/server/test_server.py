@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import RULE2, ServerProcess, benchmark_module, speech_like
+from conftest import RULE2, ServerProcess, script_module, speech_like
 
 aiohttp = pytest.importorskip("aiohttp", reason="the server needs aiohttp (bash tools/setup_env.sh installs it)")
 
@@ -24,7 +24,7 @@ from zipformer_pc.runtime.endpoint import EndpointConfig  # noqa: E402
 from zipformer_pc.server.app import Decoder  # noqa: E402
 from zipformer_pc.server.client import stream_audio  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAX_CONNECTIONS, MAX_BYTES, IDLE = 4, 64000, 3.0
 
 
@@ -316,7 +316,7 @@ def test_sigterm_finishes_open_streams_then_exits(tiny_onnx_model, offline):
 
 @pytest.mark.slow
 def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, tmp_path, capsys, monkeypatch):
-    server_load = benchmark_module("server_load")
+    server_load = script_module("benchmarks/server_load.py")
     md, js = tmp_path / "out" / "load.md", tmp_path / "out" / "load.json"
     argv = ["--model-dir", str(tiny_onnx_model), "--streams", "1,3", "--seconds", "3", "--speed", "0",
             "--output-md", str(md), "--output-json", str(js)]
@@ -365,7 +365,7 @@ def test_the_load_benchmark_checks_every_stream(tiny_onnx_model, tmp_path, capsy
 
 def test_the_load_benchmark_waits_for_the_streams_to_go_before_calling_them_leftover(monkeypatch):
     """A stream the decoder thread lets go of a moment late is not a leftover; one that stays is."""
-    server_load = benchmark_module("server_load")
+    server_load = script_module("benchmarks/server_load.py")
     idle = {"connections": 0, "streams": 0, "live_stream_objects": 0}
     late = [dict(idle, live_stream_objects=1)] * 3 + [idle]
     monkeypatch.setattr(server_load, "_stats", lambda port: late.pop(0))
@@ -384,7 +384,7 @@ def test_the_documented_server_commands_parse(tmp_path):
     page = (ROOT / "docs" / "server.md").read_text(encoding="utf-8")
     block = re.search(r"```bash\n(.*?)```", page, flags=re.S).group(1)
     commands = [ln for ln in block.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    assert len(commands) == 3 and {c.split()[2] for c in commands[:2]} == {"zipformer_pc.server",
+    assert len(commands) == 3 and {c.split()[2] for c in commands[:2]} == {"zipformer_pc.serve",
                                                                            "zipformer_pc.server.client"}
     cmds = tmp_path / "cmds.txt"
     cmds.write_text("\n".join(commands) + "\n")

@@ -16,7 +16,7 @@ from zipformer_pc.itn import rewrite, rewrite_words
 from zipformer_pc.runtime.recognizer import itn_words
 from zipformer_pc.runtime.timestamps import TimedWord
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRETRAINED = ROOT / "egs" / "synth" / "pretrained"
 
 # ---------------------------------------------------------------------------
@@ -264,7 +264,7 @@ def test_the_command_line_writes_digits_in_p_only_with_word_times_of_the_spans(s
     got = {}
     for flag in ("false", "true"):
         out = tmp_path / f"{flag}.json"
-        r = subprocess.run([sys.executable, "export/onnx_streaming.py", "--model-dir", str(PRETRAINED), str(spoken),
+        r = subprocess.run([sys.executable, "-m", "zipformer_pc.transcribe", "--model-dir", str(PRETRAINED), str(spoken),
                             "--itn", flag, "--format", "json", "--output", str(out)],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]

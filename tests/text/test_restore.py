@@ -40,7 +40,7 @@ from zipformer_pc.runtime.restoration import (
 )
 from zipformer_pc.text import DEFAULT_PUNCT, PunctConfig, normalized, punctuated
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(d_model=64, num_layers=2, num_heads=4, ff_dim=128, kernel_size=3, dropout=0.0)
 
 FILLER = ("the house was near river and garden she said we saw it with her father in morning "

@@ -11,7 +11,7 @@ import torch
 from zipformer_pc.training.guards import (BatchShape, GradScaleCollapsed, GradScaleGuard, InfCheck, OomScanFailed,
                                           pessimistic_batches, scan_for_oom, suggest_max_duration)
 
-ROOT_DIR = Path(__file__).resolve().parents[1]
+ROOT_DIR = Path(__file__).resolve().parents[2]
 
 
 class FakeScaler:

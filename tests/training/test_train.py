@@ -11,7 +11,7 @@ import pytest
 import torch
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def train_cmd(corpus: Path, exp_dir: Path, *extra: str, subset: str = "p0.5"):

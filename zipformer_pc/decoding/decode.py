@@ -1,24 +1,30 @@
 #!/usr/bin/env python3
 """Decode test sets in both output modes and write icefall-style results.
 
-Usage:
-  python -m zipformer_pc.decoding.decode --exp-dir egs/synth/exp/conditioned --epoch 10 --avg 3 \
+Usage (``python -m zipformer_pc.decode``, ``zpc-decode`` and ``python -m zipformer_pc.decoding.decode`` are
+the same command):
+  python -m zipformer_pc.decode --exp-dir egs/synth/exp/conditioned --epoch 10 --avg 3 \
       --bpe-model data/synth/lang_bpe_256/bpe.model \
       --test-sets test=data/synth/fbank/synth_cuts_test.jsonl.gz,test_ood=data/synth/fbank/synth_cuts_test_ood.jsonl.gz \
       --decoding-method modified_beam_search --beam-size 4
 
-  # modified beam search with the token LMs of local/train_lm.py (lm-P.arpa.gz, lm-N.arpa.gz) fused
-  python -m zipformer_pc.decoding.decode ... --decoding-method modified_beam_search --lm-dir exp/onnx
-  # simulated streaming (masked full-utterance forward) with a causal model
-  python -m zipformer_pc.decoding.decode ... --chunk-size 32 --left-context-frames 128
+  # the extras of a model dir, as the runtime takes them: modified beam search fuses its token LMs
+  # (lm-P/N.arpa.gz, less the LODR bigrams lodr-P/N.arpa.gz) and P asks its question model (questions.json.gz)
+  python -m zipformer_pc.decode ... --decoding-method modified_beam_search --model-dir egs/synth/pretrained
+  # ... or the token LMs of local/train_lm.py from another folder (--lm-dir overrides --model-dir's)
+  python -m zipformer_pc.decode ... --decoding-method modified_beam_search --lm-dir exp/onnx
+  # by default simulated streaming (masked full-utterance forward) at the export's geometry
+  # (zipformer_pc.layout: --chunk-size 32 --left-context-frames 128); full context only when asked
+  python -m zipformer_pc.decode ... --chunk-size -1
   # true chunk-by-chunk decoding with the encoder's streaming_forward
-  python -m zipformer_pc.decoding.decode ... --chunk-size 32 --left-context-frames 128 --streaming true
+  python -m zipformer_pc.decode ... --chunk-size 32 --left-context-frames 128 --streaming true
   # cascade: a norm model's N output restored to P by the restoration model (prepare.sh stage 6)
-  python -m zipformer_pc.decoding.decode --exp-dir egs/synth/exp/norm ... --restore-model data/synth/restore/p1/restore.onnx
-  # P's question sentences end with ? (the question model of local/train_questions.py, as the runtime's)
-  python -m zipformer_pc.decoding.decode ... --questions exp/onnx/questions.json.gz
+  python -m zipformer_pc.decode --exp-dir egs/synth/exp/norm ... --restore-model data/synth/restore/p1/restore.onnx
+  # P's question sentences end with ? (a question model of local/train_questions.py, overriding --model-dir's;
+  # --questions false: none)
+  python -m zipformer_pc.decode ... --questions exp/onnx/questions.json.gz
   # blank's logit lowered by 1.5 before each search step (the runtime's --blank-penalty; default 1.0)
-  python -m zipformer_pc.decoding.decode ... --blank-penalty 1.5
+  python -m zipformer_pc.decode ... --blank-penalty 1.5
 
 Output modes: N and P from ``two-decoder`` (each head) and ``conditioned``
 (each mode); P from ``punct`` with N derived by the shared normalization;
@@ -49,15 +55,16 @@ import torch
 from zipformer_pc.decoding.beam_search import search
 from zipformer_pc.features import SILENCE_LOG_MEL
 from zipformer_pc.model.zipformer import add_tail_silence
-from zipformer_pc.training.checkpoint import load_model_for_inference
+from zipformer_pc.model.loading import load_model_for_inference
 from zipformer_pc.data.datamodule import PCAsrDataModule
 from zipformer_pc.data.tokenizer import Tokenizer
+from zipformer_pc.layout import DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES, decode_suffix, result_name, table_name
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus, write_error_file
-from zipformer_pc.modes import MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, output_modes, \
-    parse_modes, rules, search_mode_for
-from zipformer_pc.options import (DEFAULT_BLANK_PENALTY, add_blank_penalty_option, add_fusion_options,
-                                  check_blank_penalty, resolve_fusion, str2bool)
-from zipformer_pc.questions import QuestionModel
+from zipformer_pc.modes import MODE_IDS, MODE_N, MODE_NAMES, MODE_P, RESTORED_FROM, derive, is_derived, \
+    output_modes, rules, search_mode_for
+from zipformer_pc.options import (DEFAULT_BLANK_PENALTY, add_checkpoint_options, add_modes_option, add_search_options,
+                                  check_blank_penalty, modes_text, resolve_fusion, selected_modes, str2bool)
+from zipformer_pc.questions import QuestionModel, find_questions
 from zipformer_pc.lm import find_lm, lm_files, load_fusion_lms
 
 MIN_FRAMES = 64  # pad very short batches so the front end always has input
@@ -65,25 +72,26 @@ MIN_FRAMES = 64  # pad very short batches so the front end always has input
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--exp-dir", required=True)
-    p.add_argument("--epoch", type=int, default=0)
-    p.add_argument("--avg", type=int, default=1)
-    p.add_argument("--iter", type=int, default=0, help="Use checkpoint-*.pt files up to this batch instead of epochs")
-    p.add_argument("--use-averaged-model", type=str2bool, default=True)
-    p.add_argument("--bpe-model", required=True)
+    add_checkpoint_options(p)  # --exp-dir, --epoch, --iter, --avg, --use-averaged-model
+    p.add_argument("--bpe-model", default=None,
+                   help="the BPE model of the training (default: bpe.model of --model-dir, when it has one)")
     p.add_argument("--test-sets", required=True, help="name=cuts.jsonl.gz[,name=cuts.jsonl.gz...]")
-    p.add_argument("--decoding-method", choices=["greedy_search", "modified_beam_search"], default="greedy_search")
-    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--model-dir", type=Path, default=None,
+                   help="a model directory as the runtime reads it (an export, egs/synth/pretrained): its token LMs "
+                        "(lm-P/N.arpa.gz, fused by modified_beam_search), LODR bigrams (lodr-P/N.arpa.gz) and "
+                        "question model (questions.json.gz) are used as the runtime uses them; --lm-dir and "
+                        "--questions PATH override them")
     p.add_argument("--lm-dir", default="",
                    help="modified_beam_search fuses the token LMs lm-P.arpa.gz / lm-N.arpa.gz of this dir "
-                        "(local/train_lm.py) into the modes it has them for")
-    add_fusion_options(p, "--lm-dir")
-    add_blank_penalty_option(p)
+                        "(local/train_lm.py) into the modes it has them for (instead of --model-dir's)")
+    add_search_options(p, "--lm-dir or --model-dir", question_paths=True)
     p.add_argument("--max-sym-per-frame", type=int, default=1,
                    help="greedy_search: tokens one frame may emit (1, as the streaming runtimes do)")
-    p.add_argument("--modes", default="N,P", help="Output modes to decode (those the model has)")
-    p.add_argument("--chunk-size", type=int, default=-1, help="Encoder chunk (50 Hz frames); -1 = full context")
-    p.add_argument("--left-context-frames", type=int, default=-1)
+    add_modes_option(p, "decoded (those the model has)")
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE,
+                   help="Encoder chunk (50 Hz frames), by default the export's; -1 = full context")
+    p.add_argument("--left-context-frames", type=int, default=DEFAULT_LEFT_CONTEXT_FRAMES,
+                   help="Attention left context (50 Hz frames), by default the export's; -1 = all")
     p.add_argument("--streaming", type=str2bool, default=False,
                    help="Chunk-by-chunk streaming_forward instead of the masked full forward")
     p.add_argument("--max-duration", type=float, default=300.0)
@@ -91,10 +99,29 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto (cuda:0 when CUDA is available, else cpu), cpu, cuda, cuda:N")
     p.add_argument("--restore-model", default="",
                    help="Cascade: restore P from the N output with this restoration model (.onnx or .pt checkpoint)")
-    p.add_argument("--questions", default="",
-                   help="a question model (questions.json.gz, local/train_questions.py): the P output's sentences "
-                        "it reads as questions end with ? instead of .")
     return p
+
+
+def fusion_lm_dir(args) -> str:
+    """The folder whose token LMs beam search fuses: ``--lm-dir``, else ``--model-dir`` when it has LMs and the
+    search is modified_beam_search (as the runtime: greedy search fuses none); "" for none."""
+    if args.lm_dir:
+        return args.lm_dir
+    if args.model_dir is not None and args.decoding_method == "modified_beam_search" and \
+            any(find_lm(args.model_dir, m) for m in MODE_NAMES.values()):
+        return str(args.model_dir)
+    return ""
+
+
+def question_model_path(args) -> Tuple[Optional[str], bool]:
+    """The question model to apply to P and whether it was asked for by path (``--questions PATH``): else the
+    one of ``--model-dir`` (as the runtime), unless ``--questions false``; (None, False) for none."""
+    if isinstance(args.questions, str):
+        return args.questions, True
+    if args.questions and args.model_dir is not None:
+        found = find_questions(args.model_dir)
+        return (str(found) if found is not None else None), False
+    return None, False
 
 
 def pick_device(spec: str) -> torch.device:
@@ -232,15 +259,26 @@ def write_recogs(path: Path, pairs: List[Tuple[str, str, str]]) -> None:
             f.write(f"{cid}:\tref={ref.split()!r}\n{cid}:\thyp={hyp.split()!r}\n")
 
 
-def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [decode.py] %(message)s", level=logging.INFO)
-    args = get_parser().parse_args()
-    lodr_files = bool(args.lm_dir) and any(find_lm(args.lm_dir, m, "lodr") for m in MODE_NAMES.values())
-    args.lm_scale, args.lm_token_bonus, args.lodr_scale = resolve_fusion(args, bool(args.lm_dir), lodr_files)
+def main(argv=None) -> None:
+    from zipformer_pc.logs import setup_logging
+
+    setup_logging()
+    args = get_parser().parse_args(argv)
+    if args.model_dir is not None and not args.model_dir.is_dir():
+        raise SystemExit(f"--model-dir {args.model_dir}: not a directory")
+    if args.bpe_model is None:
+        if args.model_dir is None or not (args.model_dir / "bpe.model").is_file():
+            raise SystemExit("give --bpe-model (or a --model-dir that holds bpe.model)")
+        args.bpe_model = str(args.model_dir / "bpe.model")
+    lm_dir = fusion_lm_dir(args)
+    lodr_files = bool(lm_dir) and any(find_lm(lm_dir, m, "lodr") for m in MODE_NAMES.values())
+    args.lm_scale, args.lm_token_bonus, args.lodr_scale = resolve_fusion(args, bool(lm_dir), lodr_files)
+    if lm_dir and not args.lm_dir and args.lm_scale <= 0:
+        lm_dir = ""  # the model dir's LMs, turned off with --lm-scale 0 (as the runtime)
     if args.lm_dir and (args.decoding_method != "modified_beam_search" or args.lm_scale <= 0):
         raise SystemExit("--lm-dir needs --decoding-method modified_beam_search and --lm-scale > 0")
-    if args.lodr_scale < 0 or (args.lodr_scale > 0 and not args.lm_dir):
-        raise SystemExit("--lodr-scale takes a weight >= 0, and above 0 it needs --lm-dir")
+    if args.lodr_scale < 0 or (args.lodr_scale > 0 and not lm_dir):
+        raise SystemExit("--lodr-scale takes a weight >= 0, and above 0 it needs --lm-dir (or LMs in --model-dir)")
     try:
         check_blank_penalty(args.blank_penalty)
     except ValueError as e:
@@ -257,6 +295,9 @@ def main() -> None:
     tokenizer = Tokenizer(args.bpe_model)
     if args.streaming and args.chunk_size <= 0:
         raise SystemExit("--streaming true needs --chunk-size > 0")
+    if args.chunk_size > 0 and not model.encoder.config.causal:
+        raise SystemExit(f"{args.exp_dir} has a non-causal encoder: it decodes at full context only "
+                         "(give --chunk-size -1)")
     if args.max_sym_per_frame < 1:
         raise SystemExit(f"--max-sym-per-frame must be >= 1, got {args.max_sym_per_frame}")
     available = output_modes(model.model_type)
@@ -270,51 +311,37 @@ def main() -> None:
         restorer = load_restorer(onnx=path, num_threads=args.num_threads) if path.endswith(".onnx") else \
             load_restorer(checkpoint=path, num_threads=args.num_threads)
         available = output_modes(model.model_type, cascade=True)
-    try:
-        wanted = parse_modes(args.modes)
-    except ValueError as e:
-        raise SystemExit(f"--modes: {e}")
-    modes = [m for m in wanted if m in available]
+    modes = [MODE_IDS[n] for n in selected_modes(args.modes, [MODE_NAMES[m] for m in available])]
     if restorer is not None and any(RESTORED_FROM.get(m) not in (None, *modes) for m in modes):
         modes = list(available)  # the cascade's P needs its N output
     if not modes:
-        raise SystemExit(f"A {model.model_type} model has none of the modes {args.modes}")
+        raise SystemExit(f"A {model.model_type} model has none of the modes {modes_text(args.modes)}")
     model_name = "cascade" if restorer is not None else model.model_type
     questions = None
-    if args.questions:
-        if MODE_P not in modes:
+    questions_path, asked = question_model_path(args)
+    if questions_path is not None and MODE_P not in modes:
+        if asked:
             raise SystemExit("--questions rewrites the P output, and no P mode is decoded")
+        questions_path = None  # the model dir's, and no P decoded (as the runtime)
+    if questions_path is not None:
         try:
-            questions = QuestionModel.load(args.questions)
+            questions = QuestionModel.load(questions_path)
         except (OSError, ValueError) as e:
             raise SystemExit(f"--questions: {e}")
-        logging.info(f"P: sentences that {args.questions} reads as questions end with ? "
+        logging.info(f"P: sentences that {questions_path} reads as questions end with ? "
                      f"(threshold {questions.threshold:.2f})")
     lms: Dict[str, object] = {}
-    if args.lm_dir:
-        lms = load_lms(args.lm_dir, tokenizer, [MODE_NAMES[search_mode_for(model.model_type, m)] for m in modes],
+    if lm_dir:
+        lms = load_lms(lm_dir, tokenizer, [MODE_NAMES[search_mode_for(model.model_type, m)] for m in modes],
                        args.lodr_scale)
-        if not lms:
+        if not lms and args.lm_dir:
             raise SystemExit(f"--lm-dir {args.lm_dir} has no lm-P.arpa.gz / lm-N.arpa.gz for the modes decoded")
-    suffix = f"{args.decoding_method}-{model.desc}"
-    if args.decoding_method == "modified_beam_search":
-        suffix += f"-beam-{args.beam_size}"
-        if lms:
-            suffix += f"-lm-{args.lm_scale:g}-bonus-{args.lm_token_bonus:g}"
-            if args.lodr_scale > 0:
-                suffix += f"-lodr-{args.lodr_scale:g}"
-    elif args.max_sym_per_frame != 1:
-        suffix += f"-max-sym-{args.max_sym_per_frame}"
-    if args.blank_penalty != DEFAULT_BLANK_PENALTY:  # every summary records the penalty
-        suffix += f"-blank-penalty-{args.blank_penalty:g}"
-    if args.chunk_size > 0:
-        suffix += f"-chunk-{args.chunk_size}-left-{args.left_context_frames}"
-    if args.streaming:
-        suffix += "-streaming"
-    if restorer is not None:
-        suffix += "-cascade"
-    if questions is not None:
-        suffix += "-questions"
+    suffix = str(decode_suffix(  # the file names (zipformer_pc.layout); every summary records the penalty
+        args.decoding_method, model.desc, beam_size=args.beam_size, lm_scale=args.lm_scale if lms else None,
+        lm_token_bonus=args.lm_token_bonus, lodr_scale=args.lodr_scale, max_sym_per_frame=args.max_sym_per_frame,
+        blank_penalty=None if args.blank_penalty == DEFAULT_BLANK_PENALTY else args.blank_penalty,
+        chunk_size=args.chunk_size, left_context_frames=args.left_context_frames, streaming=args.streaming,
+        cascade=restorer is not None, questions=questions is not None))
     out_dir = Path(args.exp_dir) / args.decoding_method
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -345,12 +372,11 @@ def main() -> None:
             if restorer is not None:
                 summ["restore_model"] = args.restore_model
             if questions is not None and m == MODE_P:
-                summ["questions"] = args.questions
+                summ["questions"] = questions_path
             summaries[m] = summ
-            stem = f"{name}-{tag}-{suffix}"
-            write_recogs(out_dir / f"recogs-{stem}.txt", pairs)
-            write_error_file(str(out_dir / f"errs-{stem}.txt"), pairs, score)
-            (out_dir / f"wer-summary-{stem}.json").write_text(json.dumps(summ, indent=1) + "\n")
+            write_recogs(out_dir / result_name("recogs", name, tag, suffix), pairs)
+            write_error_file(str(out_dir / result_name("errs", name, tag, suffix)), pairs, score)
+            (out_dir / result_name("wer-summary", name, tag, suffix)).write_text(json.dumps(summ, indent=1) + "\n")
             logging.info(f"{name} mode {tag}: WER {summ['wer']:.2f}" + (
                 f", PC-WER {summ['pc_wer']:.2f}, PuncER {summ['punc_er']}" if m == MODE_P else ""))
         if summaries:
@@ -365,7 +391,7 @@ def main() -> None:
              f"blank penalty {args.blank_penalty:g}", "", markdown_header("test set")]
     table += [markdown_row(n, r) for n, r in rows]
     text = "\n".join(table) + "\n"
-    (out_dir / f"results-{suffix}.md").write_text(text)
+    (out_dir / table_name(suffix)).write_text(text)
     print(text)
 
 

@@ -2,10 +2,10 @@
 """Export a trained causal model to ONNX for streaming (onnxruntime / sherpa-onnx).
 
 The library (:func:`export_model`, :func:`check_export`) and the command line
-of ``export/export_onnx.py`` (a thin wrapper of :func:`main`).
+``python -m zipformer_pc.export`` (``zpc-export``; :func:`main`).
 
 Usage:
-  python export/export_onnx.py --exp-dir egs/synth/exp/conditioned --epoch 30 --avg 5 \
+  python -m zipformer_pc.export --exp-dir egs/synth/exp/conditioned --epoch 30 --avg 5 \
       --tokens data/synth/lang_bpe_256/tokens.txt --chunk-size 32 --left-context-frames 128 [--int8 true]
 
 It writes, into ``--output-dir`` (default ``EXP_DIR/onnx``), with
@@ -47,10 +47,12 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from zipformer_pc.training.checkpoint import load_model_for_inference
+from zipformer_pc.model.loading import load_model_for_inference
 from zipformer_pc.features import FBANK_OPTIONS, options_to_metadata
+from zipformer_pc.layout import (DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES, checkpoint_tag, export_tag,
+                                 int8_name, onnx_file_name)
 from zipformer_pc.modes import MODE_NAMES
-from zipformer_pc.options import str2bool
+from zipformer_pc.options import add_checkpoint_options, str2bool
 
 OPSET = 17
 
@@ -322,7 +324,8 @@ def check_export(model, files: Dict[str, Path], chunk_size: int, left_context_fr
 def export_model(model, output_dir: Path, tokens: Path, chunk_size: int, left_context_frames: int,
                  suffix: str = "", int8: bool = False, tolerance: float = 1e-3, desc: str = "") -> Dict[str, Path]:
     """Export ``model`` (eval mode, causal encoder) and check it; returns the written files by role
-    (``encoder``, ``decoder-P``, ``joiner-P``, ... and ``tokens``; ``*.int8`` keys with ``int8``)."""
+    (``encoder``, ``decoder-P``, ``joiner-P``, ... and ``tokens``; ``*.int8`` keys with ``int8``), named by
+    :func:`zipformer_pc.layout.onnx_file_name` after ``suffix``: ``-EXPORT_TAG`` or empty (``encoder.onnx``)."""
     if not model.encoder.config.causal:
         raise ValueError("streaming export needs a causal encoder (trained with --causal true)")
     model.encoder._check_chunk(chunk_size, left_context_frames)
@@ -332,14 +335,15 @@ def export_model(model, output_dir: Path, tokens: Path, chunk_size: int, left_co
     if vocab != model.cfg.vocab_size:
         raise ValueError(f"{tokens} lists {vocab} tokens but the model has vocab_size {model.cfg.vocab_size}")
     output_dir.mkdir(parents=True, exist_ok=True)
-    files: Dict[str, Path] = {"encoder": output_dir / f"encoder{suffix}.onnx"}
+    tag = suffix[1:] if suffix.startswith("-") else suffix  # "-EXPORT_TAG" (zipformer_pc.layout.export_tag)
+    files: Dict[str, Path] = {"encoder": output_dir / onnx_file_name("encoder", tag)}
     logging.info("Exporting the encoder (chunk %d, left context %d) to %s", chunk_size, left_context_frames,
                  files["encoder"])
     export_encoder(model, files["encoder"], chunk_size, left_context_frames, desc)
     for mode in model.trained_modes():
         m = MODE_NAMES[mode]
-        files[f"decoder-{m}"] = output_dir / f"decoder-{m}{suffix}.onnx"
-        files[f"joiner-{m}"] = output_dir / f"joiner-{m}{suffix}.onnx"
+        files[f"decoder-{m}"] = output_dir / onnx_file_name(f"decoder-{m}", tag)
+        files[f"joiner-{m}"] = output_dir / onnx_file_name(f"joiner-{m}", tag)
         export_decoder(model, mode, files[f"decoder-{m}"])
         export_joiner(model, mode, files[f"joiner-{m}"])
     errors = check_export(model, files, chunk_size, left_context_frames, tolerance)
@@ -350,7 +354,7 @@ def export_model(model, output_dir: Path, tokens: Path, chunk_size: int, left_co
         shutil.copyfile(tokens, files["tokens"])
     if int8:
         for role in [r for r in files if r != "tokens"]:
-            dst = files[role].with_suffix(".int8.onnx")
+            dst = files[role].with_name(int8_name(files[role].name))
             quantize_int8(files[role], dst)
             files[f"{role}.int8"] = dst
         logging.info("Wrote int8 models")
@@ -361,14 +365,11 @@ def export_model(model, output_dir: Path, tokens: Path, chunk_size: int, left_co
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--exp-dir", required=True, type=Path)
-    p.add_argument("--epoch", type=int, default=0)
-    p.add_argument("--avg", type=int, default=1)
-    p.add_argument("--iter", type=int, default=0, help="Use checkpoint-*.pt files up to this batch instead of epochs")
-    p.add_argument("--use-averaged-model", type=str2bool, default=True)
+    add_checkpoint_options(p)  # --exp-dir, --epoch, --iter, --avg, --use-averaged-model
     p.add_argument("--tokens", required=True, type=Path, help="lang_bpe_N/tokens.txt")
-    p.add_argument("--chunk-size", type=int, default=32, help="Decoding chunk in 50 Hz encoder frames")
-    p.add_argument("--left-context-frames", type=int, default=128, help="Attention left context, 50 Hz frames")
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, help="Decoding chunk in 50 Hz encoder frames")
+    p.add_argument("--left-context-frames", type=int, default=DEFAULT_LEFT_CONTEXT_FRAMES,
+                   help="Attention left context, 50 Hz frames")
     p.add_argument("--output-dir", type=Path, default=None, help="Default: EXP_DIR/onnx")
     p.add_argument("--int8", type=str2bool, default=False, help="Also write dynamically quantized int8 models")
     p.add_argument("--tolerance", type=float, default=1e-3, help="Max relative ONNX vs PyTorch error")
@@ -377,17 +378,18 @@ def get_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> None:
     args = get_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s", level=logging.INFO)
+    from zipformer_pc.logs import setup_logging
+
+    setup_logging()
     torch.set_num_threads(1)
     try:
         model = load_model_for_inference(args.exp_dir, args.epoch, args.avg, args.iter, args.use_averaged_model)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"Cannot load the model to export: {e}")
-    if args.iter > 0:
-        tag = f"iter-{args.iter}-avg-{args.avg}"
-    else:
-        tag = f"epoch-{args.epoch}-avg-{args.avg}"
-    suffix = f"-{tag}-chunk-{args.chunk_size}-left-{args.left_context_frames}"
+    tag = checkpoint_tag(args.epoch, args.iter, args.avg)
+    if args.chunk_size <= 0 or args.left_context_frames < 0:
+        raise SystemExit("streaming export needs --chunk-size > 0 and --left-context-frames >= 0")
+    suffix = "-" + export_tag(tag, args.chunk_size, args.left_context_frames)
     out = args.output_dir or args.exp_dir / "onnx"
     export_model(model, out, args.tokens, args.chunk_size, args.left_context_frames, suffix=suffix,
                  int8=args.int8, tolerance=args.tolerance, desc=f"{model.desc}, {tag}")

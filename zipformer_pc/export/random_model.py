@@ -14,6 +14,8 @@ from typing import Tuple
 
 import numpy as np
 
+from zipformer_pc.layout import DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES
+
 RATE = 16000
 
 
@@ -84,7 +86,8 @@ def emit_like_a_trained_model(model, samples: np.ndarray, fraction: float, seed:
 
 def build_random_export(out_dir: Path, calibration: np.ndarray, encoder: str = "tiny",
                         model_type: str = "conditioned", vocab_size: int = 500, seed: int = 0,
-                        emit_fraction: float = 0.15, chunk_size: int = 32, left_context_frames: int = 128,
+                        emit_fraction: float = 0.15, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                        left_context_frames: int = DEFAULT_LEFT_CONTEXT_FRAMES,
                         int8: bool = True, **head) -> Tuple[str, int]:
     """Export a random model (fp32, and int8 with ``int8``) to ``out_dir``, its joiners
     calibrated on ``calibration`` audio; returns its description and parameter count.

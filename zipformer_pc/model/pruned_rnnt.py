@@ -33,7 +33,7 @@ interval of frames, so every path the sums admit runs through kept nodes
 only.  The sums then stay as small as the log-probabilities of real paths,
 and ``lattice_dtype=torch.float32`` agrees with float64 to about 1e-6 in the
 loss and 1e-3 in the gradients, as close as float32 log-probabilities of a few
-thousand allow (tests/test_pruned_rnnt.py; speed and memory:
+thousand allow (tests/model/test_pruned_rnnt.py; speed and memory:
 benchmarks/loss_speed.py, docs/gpu-check.md).  float64 stays the default.
 An utterance with more than ``s_range - 1`` tokens per frame has no path
 through the windows: its pruned loss is inf (a batch train.py then skips as

@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Dict, Mapping
 
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.options import str2bool
 from zipformer_pc.restoration.model import load_restorer
 from zipformer_pc.runtime.restoration import BaseRestorer
@@ -65,7 +66,7 @@ def split_id(line: str, lineno: int) -> tuple:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     try:
         if args.input == "-":

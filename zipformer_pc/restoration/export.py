@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.restoration.model import load_restoration_checkpoint
 from zipformer_pc.runtime.restoration import META_CONFIG, META_SPM, OnnxRestorer
 
@@ -93,7 +94,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     torch.set_num_threads(1)
     try:

@@ -38,6 +38,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.restoration.data import (
     Encoded,
     RestorationBatch,
@@ -272,9 +273,7 @@ def main() -> None:
     args = get_parser().parse_args()
     exp_dir = Path(args.exp_dir)
     exp_dir.mkdir(parents=True, exist_ok=True)
-    fmt = "%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s"
-    logging.basicConfig(format=fmt, level=logging.INFO,
-                        handlers=[logging.StreamHandler(), logging.FileHandler(exp_dir / "log-train.txt", mode="w")])
+    setup_logging(log_file=exp_dir / "log-train.txt", file_mode="w")
     logging.info(f"Arguments: {vars(args)}")
     if not args.train_cuts and not args.train_text:
         raise SystemExit("Give training text with --train-cuts and/or --train-text")

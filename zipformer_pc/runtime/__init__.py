@@ -2,7 +2,7 @@
 
 Its whole import path needs only onnxruntime, numpy and kaldi-native-fbank
 (and sentencepiece for the restoration model of the cascade);
-``tests/test_runtime_light.py`` imports it with torch and lhotse blocked.
+``tests/runtime/test_runtime_light.py`` imports it with torch and lhotse blocked.
 
 * :mod:`~zipformer_pc.runtime.recognizer`: :class:`StreamingRecognizer`
   (the encoder once per chunk, greedy search per output mode, with sherpa-onnx's
@@ -20,7 +20,7 @@ Its whole import path needs only onnxruntime, numpy and kaldi-native-fbank
   that modified beam search favours them with;
 * :mod:`~zipformer_pc.runtime.subtitles`: SRT and WebVTT cues and JSON
   documents of an input's segments (the command line's ``--format``);
-* :mod:`~zipformer_pc.runtime.cli`: the command line (``export/onnx_streaming.py``,
+* :mod:`~zipformer_pc.runtime.cli`: the command line (``python -m zipformer_pc.transcribe``,
   ``zpc-transcribe``).
 """
 

@@ -2,27 +2,28 @@
 
 Usage:
   # wav files and/or folders of wavs; prints both transcripts and the RTF
-  python export/onnx_streaming.py --model-dir egs/synth/exp/conditioned/onnx a.wav wavs/
+  python -m zipformer_pc.transcribe --model-dir egs/synth/exp/conditioned/onnx a.wav wavs/
   # long recordings: segments cut by endpoint rules, word times as JSON lines
-  python export/onnx_streaming.py --model-dir DIR --endpoint true --timestamps true talk.wav
+  python -m zipformer_pc.transcribe --model-dir DIR --endpoint true --timestamps true talk.wav
   # subtitles: talk.srt next to talk.wav (vtt: WebVTT; json: segments, words and times of both modes)
-  python export/onnx_streaming.py --model-dir DIR --format srt talk.wav
+  python -m zipformer_pc.transcribe --model-dir DIR --format srt talk.wav
   # ... of several inputs: one <id>.vtt per input in the folder subs/
-  python export/onnx_streaming.py --model-dir DIR --format vtt --output subs/ a.wav b.wav
+  python -m zipformer_pc.transcribe --model-dir DIR --format vtt --output subs/ a.wav b.wav
   # numbers as digits in P ("twenty five dollars" -> "$25"); N stays spoken
-  python export/onnx_streaming.py --model-dir DIR --itn true a.wav
+  python -m zipformer_pc.transcribe --model-dir DIR --itn true a.wav
   # a lhotse cut manifest, scored against its P and N references
-  python export/onnx_streaming.py --model-dir DIR --cuts data/synth/fbank/synth_cuts_test.jsonl.gz --int8 true
+  python -m zipformer_pc.transcribe --model-dir DIR --cuts data/synth/fbank/synth_cuts_test.jsonl.gz --int8 true
   # ... and the metrics per speaker (voice), also in the JSON
-  python export/onnx_streaming.py --model-dir DIR --cuts CUTS --per-speaker true --scores-json scores.json
+  python -m zipformer_pc.transcribe --model-dir DIR --cuts CUTS --per-speaker true --scores-json scores.json
   # modified beam search (4 paths) instead of greedy search
-  python export/onnx_streaming.py --model-dir DIR --decoding-method modified_beam_search --beam-size 4 a.wav
+  python -m zipformer_pc.transcribe --model-dir DIR --decoding-method modified_beam_search --beam-size 4 a.wav
   # P as searched: no question model (questions.json.gz of the model dir) turning . into ?
-  python export/onnx_streaming.py --model-dir DIR --questions false a.wav
+  python -m zipformer_pc.transcribe --model-dir DIR --questions false a.wav
   # favour the phrases of a list (one a line, cased as P writes them; 'Queequeg :2.5': its own bonus)
-  python export/onnx_streaming.py --model-dir DIR --decoding-method modified_beam_search --hotwords names.txt a.wav
+  python -m zipformer_pc.transcribe --model-dir DIR --decoding-method modified_beam_search --hotwords names.txt a.wav
 
-(``zpc-transcribe`` is the same command once the package is installed.)
+(``zpc-transcribe`` is the same command once the package is installed; ``--modes`` takes a comma
+list of P and N, or all: zipformer_pc.options.)
 Needs only onnxruntime, numpy and kaldi-native-fbank; ``--cuts`` also needs
 lhotse, and scoring ``zipformer_pc.metrics``.  Each utterance is fed in
 pieces of ``--piece-seconds`` to :class:`zipformer_pc.runtime.StreamingRecognizer`
@@ -36,8 +37,9 @@ import sys
 from pathlib import Path
 from typing import Dict
 
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.metrics import fmt
-from zipformer_pc.options import str2bool
+from zipformer_pc.options import add_modes_option, str2bool
 from zipformer_pc.runtime import subtitles, utterances
 from zipformer_pc.runtime.audio import wav_files
 from zipformer_pc.runtime.endpoint import EndpointConfig, add_endpoint_options
@@ -47,12 +49,12 @@ from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_opti
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="*", help="wav files or folders of wav files")
-    p.add_argument("--model-dir", type=Path, required=True, help="output of export/export_onnx.py")
+    p.add_argument("--model-dir", type=Path, required=True, help="an export of python -m zipformer_pc.export")
     p.add_argument("--int8", type=str2bool, default=False)
     p.add_argument("--cuts", default=None, help="a lhotse cut manifest to decode and score (needs lhotse)")
     p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
     p.add_argument("--piece-seconds", type=float, default=0.1, help="audio fed per accept_waveform call")
-    p.add_argument("--modes", default="", help="comma list of P,N (default: all exported)")
+    add_modes_option(p, "searched (those exported)")
     add_search_options(p)
     p.add_argument("--itn", type=str2bool, default=False,
                    help="P with numbers as digits: '$25', 'the 3rd of May', '1999', '10:30 a.m.' "
@@ -99,7 +101,7 @@ def output_files(fmt: str, utts, output) -> Dict[str, Path]:
 
 def main(argv=None) -> None:
     args = get_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+    setup_logging()
     if not args.inputs and not args.cuts:
         sys.exit("give wav files / folders or --cuts")
     if (args.scores_json or args.per_speaker) and not args.cuts:
@@ -108,7 +110,7 @@ def main(argv=None) -> None:
         sys.exit("error: --max-line-chars must be at least 1 and --max-cue-seconds above 0")
     if args.endpoint is None:  # subtitles and JSON documents are made of the endpointed segments
         args.endpoint = args.format != "tsv"
-    modes = [m for m in args.modes.split(",") if m] or None
+    modes = list(args.modes) if args.modes else None  # None: every mode exported
     try:
         utts = utterances.from_wavs(wav_files(args.inputs))
         if args.format != "tsv" and not args.cuts:  # before the model loads: a clear error at once

@@ -1,7 +1,7 @@
 """Streaming recognition with onnxruntime: both transcripts from one encoder pass.
 
 Needs only onnxruntime, numpy, kaldi-native-fbank and the exported files
-(``export/export_onnx.py``): the feature options are read from the
+(``python -m zipformer_pc.export``): the feature options are read from the
 encoder's metadata, the text from ``tokens.txt``.  (A ``punct``-only model's
 N transcript is derived with the recipe's normalization,
 ``zipformer_pc.text.normalized``, which is pure Python.)
@@ -90,8 +90,8 @@ from zipformer_pc import itn as itn_rules
 from zipformer_pc.lm import BoundLm, LodrLm, find_lm, lm_files, load_fusion_lms
 from zipformer_pc.features import knf_fbank_options, options_from_metadata, tail_padded_frames
 from zipformer_pc.modes import RUNTIME_ORDER, add_derived
-from zipformer_pc.options import (DEFAULT_BLANK_PENALTY, add_blank_penalty_option, add_fusion_options,
-                                  check_blank_penalty, resolve_fusion, str2bool)
+from zipformer_pc.options import DECODING_METHODS, DEFAULT_BLANK_PENALTY, check_blank_penalty, resolve_fusion
+from zipformer_pc.options import add_search_options as add_shared_search_options
 from zipformer_pc.questions import QuestionModel, find_questions
 from zipformer_pc.text import WORD_START
 from zipformer_pc.runtime.context_graph import ContextGraph
@@ -103,7 +103,6 @@ from zipformer_pc.runtime.timestamps import TimedWord, is_mark, joined_text, tok
 
 _log = logging.getLogger(__name__)
 BLANK_ID = 0
-DECODING_METHODS = ("greedy_search", "modified_beam_search")
 # a hotword token's bonus counts before the paths are pruned when it takes a path this many tokens into a
 # phrase or more; the bonus of a phrase's first tokens (word starts that countless words share) and the
 # take-back of a failed match are added after pruning, to the paths kept (docs/decoding-extras.md, Hotwords)
@@ -111,15 +110,10 @@ HOTWORD_PRUNE_DEPTH = 3
 
 
 def add_search_options(p) -> None:
-    """``--decoding-method``, ``--beam-size`` and the LM fusion options of the runtime's command lines."""
-    p.add_argument("--decoding-method", choices=DECODING_METHODS, default="greedy_search",
-                   help="search per mode (modified_beam_search: as sherpa-onnx's, --beam-size paths)")
-    p.add_argument("--beam-size", type=int, default=4, help="paths of modified_beam_search")
-    add_fusion_options(p, "the model dir")
-    add_blank_penalty_option(p)
-    p.add_argument("--questions", type=str2bool, default=True,
-                   help="use the model dir's question model (questions.json.gz, when it has one): P ends the "
-                        "sentences it reads as questions with ? (false: P as searched)")
+    """The search options of the runtime's command lines: the shared group
+    (:func:`zipformer_pc.options.add_search_options`: ``--decoding-method``, ``--beam-size``, the LM
+    fusion, ``--blank-penalty``, ``--questions`` of the model dir) and ``--hotwords``."""
+    add_shared_search_options(p, "the model dir")
     p.add_argument("--hotwords", type=Path, default=None,
                    help="modified_beam_search favours these phrases: a file of one phrase a line, cased as P "
                         "should write it (N uses its normalized form), optionally with its own bonus per token "

@@ -1,7 +1,7 @@
 """Decode a list of utterances (wav files or lhotse cuts) with the streaming runtime and score them.
 
 Shared by the command line (:mod:`zipformer_pc.runtime.cli`) and the benchmarks
-that decode sets of cuts (``benchmarks/ood_factors.py``).  lhotse is imported
+that decode sets of cuts (``research/ood_factors.py``).  lhotse is imported
 only by :func:`from_cuts` and the metrics only by :func:`score`, so the
 runtime's light import path stays as it is.
 """

@@ -1,7 +1,8 @@
-"""``python -m zipformer_pc.server``: serve an exported model over WebSocket, with the microphone page at ``/``.
+"""``python -m zipformer_pc.serve`` (also ``python -m zipformer_pc.server``, ``zpc-serve``): serve an
+exported model over WebSocket, with the microphone page at ``/``.
 
 Usage:
-  python -m zipformer_pc.server --model-dir egs/synth/exp/conditioned/onnx --port 6006
+  python -m zipformer_pc.serve --model-dir egs/synth/exp/conditioned/onnx --port 6006
   # then open http://localhost:6006/ or run
   python -m zipformer_pc.server.client --url ws://localhost:6006/ws some.wav
 
@@ -15,7 +16,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from zipformer_pc.options import str2bool
+from zipformer_pc.logs import setup_logging
+from zipformer_pc.options import add_modes_option, str2bool
 from zipformer_pc.runtime.endpoint import EndpointConfig, add_endpoint_options
 from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs
 from zipformer_pc.server.app import ServerConfig, create_app
@@ -24,12 +26,12 @@ from zipformer_pc.server.app import ServerConfig, create_app
 def get_parser() -> argparse.ArgumentParser:
     d = ServerConfig()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-dir", type=Path, required=True, help="output of export/export_onnx.py")
+    p.add_argument("--model-dir", type=Path, required=True, help="an export of python -m zipformer_pc.export")
     p.add_argument("--int8", type=str2bool, default=False, help="use the *.int8.onnx models")
     p.add_argument("--host", default="0.0.0.0")
     p.add_argument("--port", type=int, default=6006)
     p.add_argument("--num-threads", type=int, default=1, help="encoder intra-op threads")
-    p.add_argument("--modes", default="", help="comma list of P,N to search (default: all exported)")
+    add_modes_option(p, "searched (those exported)")
     add_search_options(p)
     add_endpoint_options(p, True, "each stream")
     p.add_argument("--batch-encoder", type=str2bool, default=None,
@@ -54,13 +56,13 @@ def get_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> None:
     args = get_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    setup_logging()
     cfg = ServerConfig(max_connections=args.max_connections, max_message_bytes=args.max_message_bytes,
                        idle_timeout=args.idle_timeout, max_batch=args.max_batch,
                        max_pending_seconds=args.max_pending_seconds, shutdown_timeout=args.shutdown_timeout,
                        max_hotwords=args.max_hotwords, max_hotword_chars=args.max_hotword_chars)
     endpoint = EndpointConfig.from_args(args)
-    modes = [m for m in args.modes.split(",") if m] or None
+    modes = list(args.modes) if args.modes else None  # None: every mode exported
     try:  # --hotwords FILE: every stream's list unless its client sends its own
         rec = StreamingRecognizer.from_dir(args.model_dir, args.int8, num_threads=args.num_threads, modes=modes,
                                            endpoint=endpoint, batch_encoder=args.batch_encoder,

@@ -34,6 +34,8 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 
 from zipformer_pc.features import encoder_frames, tail_padded_frames
+from zipformer_pc.layout import DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.model.zipformer import add_tail_silence
 from zipformer_pc.options import str2bool
 
@@ -171,8 +173,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--init-from", type=Path, required=True, help="The checkpoint whose encoder is frozen")
     p.add_argument("--cuts", type=Path, nargs="+", required=True, help="Training cut manifests")
     p.add_argument("--output", type=Path, required=True)
-    p.add_argument("--chunk-size", type=int, default=32, help="Attention chunk (50 Hz frames) of the decoding")
-    p.add_argument("--left-context-frames", type=int, default=128)
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE,
+                   help="Attention chunk (50 Hz frames) of the decoding")
+    p.add_argument("--left-context-frames", type=int, default=DEFAULT_LEFT_CONTEXT_FRAMES)
     p.add_argument("--max-duration", type=float, default=200.0, help="Seconds of audio per encoder batch")
     p.add_argument("--num-threads", type=int, default=1)
     p.add_argument("--force", type=str2bool, default=False, help="Compute even when OUTPUT exists for these weights")
@@ -180,7 +183,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s [encoder_cache.py] %(message)s", level=logging.INFO)
+    setup_logging()
     args = get_parser().parse_args()
     torch.set_num_threads(args.num_threads)
     if args.output.is_file() and not args.force:

@@ -5,7 +5,7 @@ batches most likely to run out of GPU memory before training starts.
 
 Each piece is plain logic over small interfaces (a scaler with ``get_scale``
 and ``update``, a sampler that yields CutSets, a step function), so it is
-tested on a CPU with fakes (tests/test_guards.py); ``train.py`` wires them.
+tested on a CPU with fakes (tests/training/test_guards.py); ``train.py`` wires them.
 """
 
 import copy

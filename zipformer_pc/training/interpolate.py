@@ -41,6 +41,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.training.checkpoint import averaged_weights, batch_checkpoints, load_checkpoint, save_checkpoint
 
 
@@ -113,7 +114,7 @@ def interpolate(run: Dict[str, torch.Tensor], start: Dict[str, torch.Tensor], we
 
 def main(argv=None) -> None:
     args = get_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s", level=logging.INFO)
+    setup_logging()
     if not len(args.exp_dir) == len(args.iter) == len(args.weight):
         raise SystemExit(f"give one --iter and one --weight per --exp-dir: {len(args.exp_dir)} run(s), "
                          f"{len(args.iter)} --iter, {len(args.weight)} --weight")

@@ -45,7 +45,6 @@ import logging
 import math
 import os
 import random
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -63,6 +62,7 @@ from zipformer_pc.data.dataset import MAX_FREQ_WARP
 from zipformer_pc.data.musan import MusanMixer, parse_snr
 from zipformer_pc.data.references import any_auto_punct
 from zipformer_pc.data.tokenizer import Tokenizer
+from zipformer_pc.logs import setup_logging
 from zipformer_pc.model.loss import LossConfig, resolve_backend
 from zipformer_pc.model.scaling import load_whiten_state, whiten_state
 from zipformer_pc.model.transducer import (CTC_TARGETS, HeadConfig, Transducer, build_model, head_dim,
@@ -550,17 +550,12 @@ def load_encoder_cache(args) -> Optional[EncoderCache]:
     return cache
 
 
-def setup_logging(exp_dir: Path, rank: int) -> None:
+def setup_run_logging(exp_dir: Path, rank: int) -> None:
+    """This rank's log file EXP_DIR/log/log-train-TIME-RANK, and rank 0's lines on stderr too."""
     log_dir = exp_dir / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y-%m-%d-%H-%M-%S")
-    handlers = [logging.FileHandler(log_dir / f"log-train-{stamp}-{rank}")]
-    if rank == 0:
-        handlers.append(logging.StreamHandler(sys.stderr))
-    logging.basicConfig(
-        format=f"%(asctime)s %(levelname)s [train.py rank {rank}] %(message)s",
-        level=logging.INFO, handlers=handlers, force=True,
-    )
+    setup_logging(tag=f"rank {rank}", log_file=log_dir / f"log-train-{stamp}-{rank}", stderr=rank == 0, force=True)
 
 
 def compute_loss(model, batch, args, loss_cfg: LossConfig, device, batch_idx: Optional[int],
@@ -876,7 +871,7 @@ def log_batch(tr: Trainer, epoch: int, b: int, out: Dict[str, torch.Tensor], aud
 def run(rank: int, world_size: int, args) -> None:
     exp_dir = Path(args.exp_dir)
     exp_dir.mkdir(parents=True, exist_ok=True)
-    setup_logging(exp_dir, rank)
+    setup_run_logging(exp_dir, rank)
     device = setup_device(rank, world_size, args.master_port)
     torch.set_num_threads(args.num_threads)
     fix_random_seed(args.seed + rank)
@@ -1159,8 +1154,8 @@ def lock_exp_dir(exp_dir: Path):
     return f
 
 
-def main() -> None:
-    args = get_parser().parse_args()
+def main(argv=None) -> None:
+    args = get_parser().parse_args(argv)
     args.defaults_filled = apply_training_defaults(args)
     try:
         resolve_dtype(args)
