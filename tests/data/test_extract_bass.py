@@ -3,6 +3,7 @@ streams built here (a small RNC packer below writes them), and, when the Debian 
 is present, a 5-file extraction of the real game."""
 
 import importlib.util
+import os
 import struct
 import subprocess
 import sys
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DEB = Path("/root/zpc/dl/beneath-a-steel-sky_0.0372-8_all.deb")
+# the package prepare.sh --dataset games fetches (DL_DIR/games; $ZPC_GAMES_DIR overrides), if it is here
+_GAMES = Path(os.environ.get("ZPC_GAMES_DIR", str(ROOT / "download" / "games")))
+DEB = next(iter(sorted(_GAMES.glob("beneath-a-steel-sky_*.deb"))), _GAMES / "beneath-a-steel-sky.deb")
 
 _spec = importlib.util.spec_from_file_location("extract_bass", ROOT / "local" / "extract_bass.py")
 eb = importlib.util.module_from_spec(_spec)

@@ -4,6 +4,7 @@ real Debian package when it is present."""
 
 import csv
 import io
+import os
 import struct
 from pathlib import Path
 
@@ -13,9 +14,13 @@ import soundfile as sf
 
 from conftest import local_module
 
+ROOT = Path(__file__).resolve().parents[2]
+
 fx = local_module("extract_fotaq")
 
-DEB = Path("/root/zpc/dl/flight-of-the-amazon-queen_1.0.0-9_all.deb")
+# the package prepare.sh --dataset games fetches (DL_DIR/games; $ZPC_GAMES_DIR overrides), if it is here
+_GAMES = Path(os.environ.get("ZPC_GAMES_DIR", str(ROOT / "download" / "games")))
+DEB = next(iter(sorted(_GAMES.glob("flight-of-the-amazon-queen_*.deb"))), _GAMES / "flight-of-the-amazon-queen.deb")
 
 
 def build_queen_1c(entries, codec=0, version=b"CEM10"):
