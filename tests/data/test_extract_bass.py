@@ -2,7 +2,6 @@
 streams built here (a small RNC packer below writes them), and, when the Debian package
 is present, a 5-file extraction of the real game."""
 
-import importlib.util
 import os
 import struct
 import subprocess
@@ -12,15 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import local_module
+
 ROOT = Path(__file__).resolve().parents[2]
 # the package prepare.sh --dataset games fetches (DL_DIR/games; $ZPC_GAMES_DIR overrides), if it is here
 _GAMES = Path(os.environ.get("ZPC_GAMES_DIR", str(ROOT / "download" / "games")))
 DEB = next(iter(sorted(_GAMES.glob("beneath-a-steel-sky_*.deb"))), _GAMES / "beneath-a-steel-sky.deb")
 
-_spec = importlib.util.spec_from_file_location("extract_bass", ROOT / "local" / "extract_bass.py")
-eb = importlib.util.module_from_spec(_spec)
-sys.modules["extract_bass"] = eb
-_spec.loader.exec_module(eb)
+eb = local_module("extract_bass")
 
 
 # ---------------------------------------------------------------------------------------

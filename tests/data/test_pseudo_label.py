@@ -3,7 +3,6 @@ to the recording they were said in, the filter, and a run that goes on where it
 stopped. Whisper itself is replaced by a fake that 'hears' a word per recording."""
 
 import csv
-import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,17 +10,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from conftest import local_module
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load():
-    spec = importlib.util.spec_from_file_location("pseudo_label", ROOT / "local" / "pseudo_label.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-pl = load()
+pl = local_module("pseudo_label")
 SR = pl.SAMPLE_RATE
 
 

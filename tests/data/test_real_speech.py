@@ -2,7 +2,6 @@
 acoustic augmentation of training (zipformer_pc.data.augment)."""
 
 import gzip
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,17 +11,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from conftest import local_module, script_module
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load_prepare_real():
-    spec = importlib.util.spec_from_file_location("prepare_real", ROOT / "local" / "prepare_real.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-pr = load_prepare_real()
+pr = local_module("prepare_real")
 
 
 @pytest.mark.parametrize("text,spoken", [
@@ -265,13 +259,6 @@ def torch_equal_lens(a, b) -> bool:
 # ------------------------------------------------------------- reporting
 
 
-def _load(rel: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / rel)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _real_report_fixture(tmp_path: Path):
     """A test_real manifest of three cuts (two groups), the runtime's output on it, and
     Whisper base's summaries and transcripts, laid out as pretrain.sh stage 4 writes them."""
@@ -312,7 +299,7 @@ def _real_report_fixture(tmp_path: Path):
 
 
 def test_the_card_reports_test_real_per_group_and_whisper_base(tmp_path):
-    pub = _load("egs/synth/publish_pretrained.py", "_publish")
+    pub = script_module("egs/synth/publish_pretrained.py")
     exp, real = _real_report_fixture(tmp_path)
     block = pub.real_speech_section(exp, real)
     text = "\n".join(block)
