@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import numpy as np
+import soundfile as sf
 
 from zipformer_pc.logs import setup_logging
 
@@ -135,7 +136,7 @@ def load_model(args):
                         local_files_only=True)
 
 
-def windows(rows: List[Dict[str, str]], audios: Dict[str, np.ndarray], max_sec: float,
+def windows(rows: List[Dict[str, str]], seconds: Dict[str, float], max_sec: float,
             gap_sec: float) -> List[List[Dict[str, str]]]:
     """Consecutive recordings packed into windows of at most ``max_sec`` seconds with
     ``gap_sec`` of silence between them (a recording longer alone is a window alone)."""
@@ -143,7 +144,7 @@ def windows(rows: List[Dict[str, str]], audios: Dict[str, np.ndarray], max_sec: 
     cur: List[Dict[str, str]] = []
     cur_sec = 0.0
     for r in rows:
-        sec = len(audios[r["id"]]) / SAMPLE_RATE
+        sec = seconds[r["id"]]
         if cur and cur_sec + gap_sec + sec > max_sec:
             out.append(cur)
             cur, cur_sec = [], 0.0
@@ -239,15 +240,16 @@ def main(argv=None) -> int:
         started = time.monotonic()
         model = load_model(args)
         new_file = not raw_path.exists()
-        audios: Dict[str, np.ndarray] = {}
+        # the windows are planned from the files' headers; each window's audio is decoded when its turn comes
+        seconds: Dict[str, float] = {}
         readable = []
         for r in rest:
             try:
-                audios[r["id"]] = audio_16k(r["path"])
+                seconds[r["id"]] = sf.info(r["path"]).duration
                 readable.append(r)
             except Exception as e:  # an unreadable file is a counted skip, not the end of the run
                 logging.warning(f"skipping {r['path']}: {type(e).__name__}: {e}")
-        wins = windows(readable, audios, args.window, args.gap)
+        wins = windows(readable, seconds, args.window, args.gap)
         random.Random(args.seed).shuffle(wins)  # any prefix of the run is a sample of every source
         with open(raw_path, "a", newline="") as f:
             w = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\", lineterminator="\n")
@@ -256,7 +258,16 @@ def main(argv=None) -> int:
             spent = audio_sec = 0.0
             n = 0
             for i, win in enumerate(wins, 1):
-                clips = [audios.pop(r["id"]) for r in win]
+                clips, kept = [], []
+                for r in win:
+                    try:
+                        clips.append(audio_16k(r["path"]))
+                        kept.append(r)
+                    except Exception as e:  # counted as not transcribed at the end
+                        logging.warning(f"skipping {r['path']}: {type(e).__name__}: {e}")
+                win = kept
+                if not win:
+                    continue
                 t0 = time.perf_counter()
                 results = transcribe_window(model, clips, args.gap, args.beam_size)
                 spent += time.perf_counter() - t0

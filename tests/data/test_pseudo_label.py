@@ -54,8 +54,8 @@ def clip(k, sec):
 
 def test_windows_pack_consecutive_recordings_up_to_the_limit():
     rows = [{"id": str(i)} for i in range(5)]
-    audios = {str(i): np.zeros(int(s * SR), np.float32) for i, s in enumerate([10, 10, 9, 30, 2])}
-    wins = pl.windows(rows, audios, max_sec=28.0, gap_sec=1.0)
+    seconds = {str(i): float(s) for i, s in enumerate([10, 10, 9, 30, 2])}
+    wins = pl.windows(rows, seconds, max_sec=28.0, gap_sec=1.0)
     assert [[r["id"] for r in w] for w in wins] == [["0", "1"], ["2"], ["3"], ["4"]]
 
 
