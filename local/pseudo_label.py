@@ -123,7 +123,11 @@ def audio_16k(path: str) -> np.ndarray:
 
 
 def load_model(args):
-    from faster_whisper import WhisperModel
+    try:
+        from faster_whisper import WhisperModel
+    except ImportError as e:
+        raise SystemExit(f"faster-whisper cannot be imported ({e}): bash tools/setup_env.sh --whisper installs it "
+                         "(or give --max-minutes 0 to keep only the transcripts made before)") from None
 
     from zipformer_pc.whisper import ct2_model_dir
 
