@@ -92,6 +92,26 @@ def test_the_filter_says_why(text, lp, ns, cr, dur, why):
     assert pl.verdict(row, args) == why
 
 
+@pytest.fixture
+def fake_whisper(monkeypatch):
+    """The fake model, and the test's 16 kHz WAVs read with soundfile: the run must not
+    need faster-whisper (or its PyAV decoder) installed to be tested."""
+    model = FakeWhisper()
+    monkeypatch.setattr(pl, "load_model", lambda args: model)
+    monkeypatch.setattr(pl, "audio_16k", lambda path: sf.read(path, dtype="float32")[0])
+    return model
+
+
+def test_audio_is_decoded_to_16k_mono(tmp_path):
+    pytest.importorskip("faster_whisper")
+    stereo = np.stack([clip(5, 0.5)[:4000], clip(5, 0.5)[:4000]], axis=1)
+    sf.write(tmp_path / "a.wav", stereo, 8000, subtype="PCM_16")
+    audio = pl.audio_16k(str(tmp_path / "a.wav"))
+    assert audio.dtype == np.float32 and audio.ndim == 1
+    assert len(audio) == pytest.approx(8000, abs=10)
+    assert float(np.abs(audio[100:-100]).mean()) == pytest.approx(0.5, abs=0.02)
+
+
 def write_manifest(tmp_path, amplitudes):
     wav_dir = tmp_path / "wav"
     wav_dir.mkdir()
@@ -109,10 +129,9 @@ def read_tsv(path):
         return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
-def test_a_run_keeps_the_sure_transcripts_and_goes_on_where_it_stopped(tmp_path, monkeypatch):
+def test_a_run_keeps_the_sure_transcripts_and_goes_on_where_it_stopped(tmp_path, fake_whisper):
     man = write_manifest(tmp_path, [1, 2, 9, 4])  # amplitude 9: the fake is unsure of it
-    model = FakeWhisper()
-    monkeypatch.setattr(pl, "load_model", lambda args: model)
+    model = fake_whisper
     out = tmp_path / "out" / "pseudo.tsv"
     common = ["--manifest", str(man), "--speaker", "game", "--output", str(out), "--window", "2.5", "--gap", "0.5"]
     assert pl.main(common + ["--limit", "2"]) == 0
@@ -135,10 +154,9 @@ def test_a_manifest_without_the_columns_is_a_clear_error(tmp_path):
     assert pl.main(["--manifest", str(tmp_path / "m.tsv"), "--output", str(tmp_path / "o.tsv")]) == 2
 
 
-def test_labels_made_elsewhere_are_not_transcribed_again(tmp_path, monkeypatch):
+def test_labels_made_elsewhere_are_not_transcribed_again(tmp_path, fake_whisper):
     man = write_manifest(tmp_path, [1, 2])
-    model = FakeWhisper()
-    monkeypatch.setattr(pl, "load_model", lambda args: model)
+    model = fake_whisper
     first = tmp_path / "a" / "pseudo.tsv"
     assert pl.main(["--manifest", str(man), "--output", str(first)]) == 0
     calls = len(model.calls)
