@@ -29,7 +29,10 @@ table (a figure the bootstrap finds worse is marked ``+``) and the pick;
 ``--output-json`` keeps them with the bootstrap's shares, and each mix's
 directory (``reference/`` for the reference) its hypotheses per set
 (``hyps-NAME.tsv``, the runtime's ``id<TAB>mode<TAB>text``: ``scoring/score.py
---compare`` reads them).  For choosing on dev sets (``dev`` and ``dev_ood``):
+--compare`` reads them).  The reference's hypotheses are kept with a key
+(``reference/key.json``: its files, the sets and the search); a later call
+with the same work directory and the same key scores them again instead of
+decoding them again.  For choosing on dev sets (``dev`` and ``dev_ood``):
 measure the pick once on the test sets afterwards.
 """
 
@@ -51,6 +54,7 @@ from zipformer_pc.questions import FILE_NAME as QUESTIONS
 from zipformer_pc.runtime import utterances
 from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs
 from zipformer_pc.training import interpolate
+from zipformer_pc.training.encoder_cache import file_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -169,16 +173,53 @@ def write_mix(args, weights: Tuple[float, ...], out: Path) -> Path:
     return onnx
 
 
+def decoding_key(args, model_dir: Path, manifests: Dict[str, Path]) -> Dict[str, object]:
+    """What a model's hypotheses depend on: its directory's files (by content), each set's manifest (by
+    content), the search and the streaming geometry. A directory decoded before with the same key is not
+    decoded again (the reference, when a grid is measured in several calls)."""
+    key = {"model": {f.name: file_digest(f) for f in sorted(model_dir.iterdir()) if f.is_file()},
+           "sets": {name: file_digest(path) for name, path in manifests.items()},
+           "max_utts": args.max_utts, "chunk_size": args.chunk_size,
+           "left_context_frames": args.left_context_frames, "search": search_kwargs(args, model_dir)}
+    return json.loads(json.dumps(key, default=str))  # as key.json gives it back (paths as text)
+
+
+def read_decoded(out: Path, name: str, utts: Sequence[utterances.Utterance]) -> List[utterances.Decoded]:
+    """The hypotheses a call before wrote (hyps-NAME.tsv) given back to their utterances."""
+    hyps: Dict[str, Dict[str, str]] = {}
+    with open(out / f"hyps-{name}.tsv", encoding="utf-8") as f:
+        for line in f:
+            uid, mode, text = line.rstrip("\n").split("\t", 2)
+            hyps.setdefault(uid, {})[mode] = text
+    missing = [u.uid for u in utts if u.uid not in hyps]
+    if missing:
+        raise ValueError(f"{out / f'hyps-{name}.tsv'} lacks {len(missing)} utterance(s), e.g. {missing[0]}")
+    return [utterances.Decoded(u, hyps[u.uid]) for u in utts]
+
+
 def measure(args, model_dir: Path, sets: Dict[str, List[utterances.Utterance]], out: Path,
-            against: Optional[dict] = None) -> Tuple[Dict[str, dict], dict]:
+            against: Optional[dict] = None, cache_key: Optional[dict] = None) -> Tuple[Dict[str, dict], dict]:
     """One model's figures per set (and the bootstrap's share of resamples where it is worse than
-    ``against``, the reference's scores) and its scores; the hypotheses go to ``out``/hyps-SET.tsv."""
-    rec = StreamingRecognizer.from_dir(model_dir, False, num_threads=args.num_threads, **search_kwargs(args, model_dir))
+    ``against``, the reference's scores) and its scores; the hypotheses go to ``out``/hyps-SET.tsv.
+    With ``cache_key`` (:func:`decoding_key`), hypotheses written under the same key (``out``/key.json) are
+    scored again instead of decoded again."""
     out.mkdir(parents=True, exist_ok=True)
+    key_file = out / "key.json"
+    reuse = (cache_key is not None and key_file.is_file() and json.loads(key_file.read_text()) == cache_key
+             and all((out / f"hyps-{name}.tsv").is_file() for name in sets))
+    if reuse:
+        logging.info("%s: the hypotheses of %s, decoded before with the same model, sets and search", out, model_dir)
+    else:
+        key_file.unlink(missing_ok=True)
+        rec = StreamingRecognizer.from_dir(model_dir, False, num_threads=args.num_threads,
+                                           **search_kwargs(args, model_dir))
     row, corpora = {}, {}
     for name, utts in sets.items():
-        decoded = utterances.decode(rec, utts, progress_every=0).decoded
-        utterances.write_hyps(out / f"hyps-{name}.tsv", decoded)
+        if reuse:
+            decoded = read_decoded(out, name, utts)
+        else:
+            decoded = utterances.decode(rec, utts, progress_every=0).decoded
+            utterances.write_hyps(out / f"hyps-{name}.tsv", decoded)
         corpora[name] = utterances.score_corpora(decoded)
         summaries = {mode: c.summary() for mode, c in corpora[name].items()}
         row[name] = {k: summaries.get(mode, {}).get(key) for k, mode, key in FIGURES}
@@ -188,6 +229,8 @@ def measure(args, model_dir: Path, sets: Dict[str, List[utterances.Utterance]], 
                 a, b = against[name].get(mode), corpora[name].get(mode)
                 boot = paired_bootstrap(a, b, [key], args.resamples, args.seed)[key] if a and b else {}
                 row[name]["p_worse"][k] = boot.get("p_b_worse")
+    if cache_key is not None and not reuse:
+        key_file.write_text(json.dumps(cache_key, indent=1) + "\n")
     return row, corpora
 
 
@@ -225,7 +268,8 @@ def main(argv=None) -> Dict[str, object]:
     logging.info("reference %s on %s", args.model_dir, ", ".join(f"{n} ({len(u)} utts)" for n, u in sets.items()))
     confidence = args.confidence if args.rule == "bootstrap" else None
     rows = {}
-    rows[REFERENCE], ref_scores = measure(args, args.model_dir, sets, args.work_dir / REFERENCE)
+    rows[REFERENCE], ref_scores = measure(args, args.model_dir, sets, args.work_dir / REFERENCE,
+                                          cache_key=decoding_key(args, args.model_dir, manifests))
     for i, weights in enumerate(grid, 1):
         name = tag(weights)
         logging.info("mix %d/%d: weights %s (the start %g)", i, len(grid), name, 1 - sum(weights))

@@ -131,3 +131,47 @@ def test_mixes_of_the_shipped_weights_are_measured_against_the_shipped_export(ti
     for d in ("reference", "mix-1-0", "mix-0-1"):
         lines = (tmp_path / "work" / d / "hyps-dev.tsv").read_text().splitlines()
         assert len(lines) == 8 and {ln.split("\t")[1] for ln in lines} == {"P", "N"}
+
+
+def test_a_model_decoded_before_with_the_same_key_is_scored_again_not_decoded(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from zipformer_pc.runtime import utterances
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "encoder.onnx").write_bytes(b"weights")
+    (model_dir / "tokens.txt").write_text("<blk> 0\n")
+    manifest = tmp_path / "dev.jsonl.gz"
+    manifest.write_bytes(b"cuts")
+    utts = [utterances.Utterance(f"u{i}", lambda: None, ref_n="hello world", ref_p="Hello world.") for i in range(3)]
+    said = {"u0": "hello world", "u1": "hello word", "u2": "yellow"}
+    calls = []
+
+    def fake_decode(rec, us, **kw):
+        calls.append(len(us))
+        return SimpleNamespace(decoded=[utterances.Decoded(u, {"P": said[u.uid].capitalize() + ".",
+                                                                "N": said[u.uid]}) for u in us])
+
+    monkeypatch.setattr(mix_grid.StreamingRecognizer, "from_dir", staticmethod(lambda *a, **k: object()))
+    monkeypatch.setattr(utterances, "decode", fake_decode)
+    args = mix_grid.get_parser().parse_args(["--exp-dir", "x", "--iter", "1", "--weights", "1", "--cuts", "d=y",
+                                             "--work-dir", str(tmp_path), "--decoding-method", "greedy_search"])
+    out = tmp_path / "reference"
+    key = mix_grid.decoding_key(args, model_dir, {"dev": manifest})
+    first, _ = mix_grid.measure(args, model_dir, {"dev": utts}, out, cache_key=key)
+    assert calls == [3] and json.loads((out / "key.json").read_text()) == key
+    again, scores = mix_grid.measure(args, model_dir, {"dev": utts}, out, cache_key=mix_grid.decoding_key(
+        args, model_dir, {"dev": manifest}))
+    assert calls == [3] and again == first and first["dev"]["wer"] == pytest.approx(100 * 3 / 6)
+    assert scores["dev"]["N"].summary()["wer"] == first["dev"]["wer"]
+    # another search, other weights, or no key: decoded again
+    args.decoding_method = "modified_beam_search"
+    mix_grid.measure(args, model_dir, {"dev": utts}, out, cache_key=mix_grid.decoding_key(
+        args, model_dir, {"dev": manifest}))
+    assert calls == [3, 3]
+    (model_dir / "encoder.onnx").write_bytes(b"other weights")
+    mix_grid.measure(args, model_dir, {"dev": utts}, out, cache_key=mix_grid.decoding_key(
+        args, model_dir, {"dev": manifest}))
+    mix_grid.measure(args, model_dir, {"dev": utts}, out)
+    assert calls == [3, 3, 3, 3] and not (out / "key.json").exists()
