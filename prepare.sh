@@ -38,6 +38,8 @@
 #   --kokoro-voices F             synth: share of the training utterances read by 24 speakers of the
 #                                 neural Kokoro-82M model (tools/setup_env.sh installs it), drawn
 #                                 first; the others are read as without it [0]
+#   --kokoro-blends K             synth: K more Kokoro speakers for that share, each a blend of the
+#                                 style tables of two or three of its speakers (local/tts.py) [0]
 #   --train-hours H               synth training speech, overrides the preset [preset]
 #   --question-readings K         synth: each training utterance holding a question is read K times,
 #                                 by other voices (train has ~8% questions, dev and test ~30%) [1]
@@ -100,6 +102,7 @@ size=default
 voice_set=default
 extra_voices=0
 kokoro_voices=0
+kokoro_blends=0
 question_readings=1
 gcide_hours=0
 train_hours=""
@@ -143,6 +146,10 @@ check_share() {
 }
 check_share extra-voices "$extra_voices"
 check_share kokoro-voices "$kokoro_voices"
+[[ "$kokoro_blends" =~ ^[0-9]+$ ]] \
+  || { echo "prepare.sh: --kokoro-blends is a number of speakers (0 or more), not '$kokoro_blends'" >&2; exit 2; }
+[ "$kokoro_blends" = 0 ] || [ "$kokoro_voices" != 0 ] \
+  || { echo "prepare.sh: --kokoro-blends adds speakers to the --kokoro-voices share: give that share too" >&2; exit 2; }
 [ -z "$voice_seed" ] || [[ "$voice_seed" =~ ^[0-9]+$ ]] \
   || { echo "prepare.sh: --voice-seed is a non-negative integer, not '$voice_seed'" >&2; exit 2; }
 [ -n "$train_hours" ] || train_hours=$preset_hours
@@ -212,14 +219,16 @@ if [ "$dataset" = synth ]; then
   [ "$voice_set" = default ] || opts="$opts voice_set=$voice_set"
   [ "$extra_voices" = 0 ] || opts="$opts extra_voices=$extra_voices"
   [ "$kokoro_voices" = 0 ] || opts="$opts kokoro_voices=$kokoro_voices"
+  [ "$kokoro_blends" = 0 ] || opts="$opts kokoro_blends=$kokoro_blends"
   [ -z "$voice_seed" ] || [ "$voice_seed" = "$seed" ] || opts="$opts voice_seed=$voice_seed"
   synthesize() {
-    local split=$1 voices=train vset=default extra=0 kokoro=0 vseed=$seed
+    local split=$1 voices=train vset=default extra=0 kokoro=0 blends=0 vseed=$seed
     case "$split" in test_ood|dev_ood) voices=ood ;; esac
     # the wide voice set reads train only: the dev and test sets keep their voices (comparable metrics)
-    [ "$split" = train ] && { vset=$voice_set; extra=$extra_voices; kokoro=$kokoro_voices; vseed=${voice_seed:-$seed}; }
+    [ "$split" = train ] && { vset=$voice_set; extra=$extra_voices; kokoro=$kokoro_voices; blends=$kokoro_blends
+                              vseed=${voice_seed:-$seed}; }
     python3 local/synthesize.py --text "$dir/text/$split.jsonl" --voices $voices --voice-set $vset \
-      --extra-voices "$extra" --kokoro-voices "$kokoro" --split "$split" \
+      --extra-voices "$extra" --kokoro-voices "$kokoro" --kokoro-blends "$blends" --split "$split" \
       --audio-dir "$dir/audio/$split" --manifest-dir "$dir/manifests" --nj "$nj" --seed "$vseed"
   }
   if run_stage 1 speech "$opts"; then

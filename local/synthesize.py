@@ -38,6 +38,9 @@ prosody and audio file: the audio of a corpus built without it is reused).
 probability F, with one of tts.KOKORO_VOICES (24 speakers of the neural
 Kokoro-82M model; default prosody ranges), drawn before and independently of
 ``--extra-voices``: every other utterance is read as without the option.
+``--kokoro-blends K`` adds K new speakers to that pool, each the weighted
+mean of the style tables of two or three of its speakers of one accent
+(tts.kokoro_blends); 0 (the default) leaves every draw as before.
 ``--voice-set default`` gives the same voices, prosody and files as before
 the option existed.
 
@@ -62,7 +65,8 @@ from typing import Dict, List, Optional, Tuple
 
 # tts.py is this script's sibling: its folder is on sys.path when run as `python local/synthesize.py`
 from tts import (ESPEAK_ENGINES, EXTRA_VOICES, KOKORO_OOD_VOICES, KOKORO_VOICES, MIXED_WIDE_SHARE, OOD_VOICES,
-                 TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES, Synthesizer, Voice, check_tools, voice_dict)
+                 TRAIN_VOICES, WIDE_ESPEAK_SHARE, WIDE_VOICES, Synthesizer, Voice, check_tools, kokoro_blends,
+                 voice_dict)
 
 from zipformer_pc.data.references import SYNTH_PUNCT, reference_fields
 from zipformer_pc.logs import setup_logging
@@ -117,7 +121,7 @@ def wide_effects(rng: random.Random) -> List[str]:
 
 
 def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "default", extra_share: float = 0.0,
-            kokoro_share: float = 0.0) -> Dict:
+            kokoro_share: float = 0.0, kokoro_pool: Optional[List[Voice]] = None) -> Dict:
     """Voice and prosody for one utterance, a function of (seed, id) only.
 
     ``voice_set`` picks the ranges of PROSODY_RANGES; ``wide`` also draws the
@@ -127,10 +131,11 @@ def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "defau
     TRAIN_VOICES.  With ``extra_share`` > 0, a stream of its own first draws
     whether EXTRA_VOICES read the utterance (default ranges); if not, the
     draw is the one without extra voices.  ``kokoro_share`` does the same
-    with KOKORO_VOICES, on a stream of its own drawn before the extra one."""
+    with ``kokoro_pool`` (KOKORO_VOICES, or those and blended speakers: ``kokoro_pool()``), on a stream
+    of its own drawn before the extra one."""
     h = int.from_bytes(hashlib.sha256(f"{seed}:{utt_id}".encode()).digest()[:8], "little")
     if kokoro_share > 0 and random.Random(f"kokoro:{h}").random() < kokoro_share:
-        voices, voice_set = KOKORO_VOICES, "default"
+        voices, voice_set = kokoro_pool or KOKORO_VOICES, "default"
     elif extra_share > 0 and random.Random(f"extra:{h}").random() < extra_share:
         voices, voice_set = EXTRA_VOICES, "default"
     rng = random.Random(h)
@@ -161,6 +166,11 @@ def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "defau
     if voice_set == "wide":
         params["sox_effects"] = wide_effects(rng)
     return params
+
+
+def kokoro_pool(blends: int) -> List[Voice]:
+    """The Kokoro speakers ``--kokoro-voices`` reads with: KOKORO_VOICES and ``--kokoro-blends`` new ones."""
+    return KOKORO_VOICES + kokoro_blends(blends)
 
 
 def voice_pool(voices: str, voice_set: str, extra_share: float = 0.0, kokoro_share: float = 0.0) -> List[Voice]:
@@ -204,6 +214,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--kokoro-voices", type=float, default=0.0,
                    help="Share of the --voices train utterances read by tts.KOKORO_VOICES (the neural Kokoro-82M "
                         "model's speakers), drawn first; the others are read as without it")
+    p.add_argument("--kokoro-blends", type=int, default=0,
+                   help="Add this many new Kokoro speakers to the --kokoro-voices pool, each a blend of the style "
+                        "tables of two or three of its speakers of one accent (tts.kokoro_blends) [0]")
     p.add_argument("--split", required=True, help="Split name used in manifest file names")
     p.add_argument("--audio-dir", required=True)
     p.add_argument("--manifest-dir", required=True)
@@ -220,9 +233,12 @@ def main() -> None:
 
     try:
         voices = voice_pool(args.voices, args.voice_set, args.extra_voices, args.kokoro_voices)
+        kokoro = kokoro_pool(args.kokoro_blends)
+        if args.kokoro_blends and not args.kokoro_voices:
+            raise ValueError("--kokoro-blends adds speakers to the --kokoro-voices share: give that share too")
     except ValueError as e:
         raise SystemExit(str(e))
-    check_tools(voices + (EXTRA_VOICES if args.extra_voices else []) + (KOKORO_VOICES if args.kokoro_voices else []))
+    check_tools(voices + (EXTRA_VOICES if args.extra_voices else []) + (kokoro if args.kokoro_voices else []))
     audio_dir = Path(args.audio_dir)
     audio_dir.mkdir(parents=True, exist_ok=True)
     manifest_dir = Path(args.manifest_dir)
@@ -232,7 +248,7 @@ def main() -> None:
     jobs = []
     params_of = {}
     for u in utts:
-        params = prosody(u["id"], voices, args.seed, args.voice_set, args.extra_voices, args.kokoro_voices)
+        params = prosody(u["id"], voices, args.seed, args.voice_set, args.extra_voices, args.kokoro_voices, kokoro)
         params["text"] = u["tts_text"]
         params_of[u["id"]] = params
         params["audio"] = str(audio_path(audio_dir, u["id"], params))

@@ -33,7 +33,9 @@ F``, train only): 24 English speakers of the neural Kokoro-82M model
 the files ``local/install_kokoro.py`` puts into the venv (tools/setup_env.sh).
 Four more Kokoro speakers, ``KOKORO_OOD_VOICES``, never read training speech
 (``synthesize.py --voices kokoro_ood``: research/ood_factors.py's natural
-held-out voices).
+held-out voices).  ``--kokoro-blends K`` adds K new Kokoro speakers to the
+training pool, each the weighted mean of the style tables of two or three
+training speakers of one accent (``kokoro_blends``).
 """
 
 import importlib.util
@@ -198,6 +200,54 @@ KOKORO_SPEAKERS: Tuple[str, ...] = (
 KOKORO_HELD_OUT: Tuple[str, ...] = ("af_sarah", "am_michael", "bf_emma", "bm_george")
 KOKORO_VOICES: List[Voice] = [Voice("kok-" + s, "kokoro", s) for s in KOKORO_SPEAKERS if s not in KOKORO_HELD_OUT]
 KOKORO_OOD_VOICES: List[Voice] = [Voice("kok-" + s, "kokoro", s) for s in KOKORO_HELD_OUT]
+
+# Blended Kokoro speakers (``--kokoro-blends K``): a style table is a speaker, and a weighted mean of the
+# tables of two or three training speakers of one accent reads as a new speaker between them.  Blend i
+# is a function of i only, so the first K of a larger pool are the pool of K.
+KOKORO_BLEND_AMERICAN_SHARE = 0.7
+
+
+def kokoro_blend_recipe(j: int) -> str:
+    """Draw ``j`` of the blends: two or three training speakers of one accent (never a held-out one),
+    each weighted by a draw of 0.3..1 (normalized, rounded to hundredths: no speaker under 0.13, so
+    every blend is away from its parents), as the recipe ``name*w+name*w[+name*w]`` that
+    :meth:`Synthesizer._kokoro_wav` reads."""
+    import random
+
+    rng = random.Random(f"kokoro-blend:{j}")
+    accent = "a" if rng.random() < KOKORO_BLEND_AMERICAN_SHARE else "b"
+    pool = [v.voice for v in KOKORO_VOICES if v.voice[0] == accent]
+    names = sorted(rng.sample(pool, 2 if rng.random() < 0.6 else 3))
+    raw = [rng.uniform(0.3, 1.0) for _ in names]
+    weights = [round(w / sum(raw), 2) for w in raw]
+    weights[-1] = round(1.0 - sum(weights[:-1]), 2)
+    return "+".join(f"{n}*{w:.2f}" for n, w in zip(names, weights))
+
+
+def kokoro_blends(k: int) -> List[Voice]:
+    """The first ``k`` distinct blends (``kokmix-000`` ...): the draws of :func:`kokoro_blend_recipe` in
+    order, a repeated recipe skipped, so the pool of K is the first K of any larger pool."""
+    if k < 0:
+        raise ValueError(f"--kokoro-blends is a number of speakers (0 or more), not {k}")
+    out: List[Voice] = []
+    seen = set()
+    j = 0
+    while len(out) < k:
+        recipe = kokoro_blend_recipe(j)
+        j += 1
+        if recipe not in seen:
+            seen.add(recipe)
+            out.append(Voice(f"kokmix-{len(out):03d}", "kokoro", recipe))
+    return out
+
+
+def parse_kokoro_voice(voice: str) -> List[Tuple[str, float]]:
+    """``name`` -> [(name, 1.0)]; a blend's ``a*0.6+b*0.4`` -> [(a, 0.6), (b, 0.4)]."""
+    parts = []
+    for part in voice.split("+"):
+        name, _, w = part.partition("*")
+        parts.append((name, float(w) if w else 1.0))
+    return parts
 
 # Where install_kokoro.py puts the model and the speakers' style tables.
 KOKORO_DIR = os.path.join(sys.prefix, "share", "kokoro")
@@ -364,8 +414,10 @@ class Synthesizer:
             logging.getLogger("phonemizer").propagate = False
         import numpy as np
 
+        parts = parse_kokoro_voice(voice)
+        style = voice if len(parts) == 1 else sum(w * self._kokoro.get_voice_style(n) for n, w in parts)
         # deterministic: the model has no sampling noise
-        samples, rate = self._kokoro.create(text, voice=voice, lang="en-gb" if voice[0] == "b" else "en-us")
+        samples, rate = self._kokoro.create(text, voice=style, lang="en-gb" if voice[0] == "b" else "en-us")
         pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2")
         with wave.open(wav, "wb") as w:
             w.setnchannels(1)
@@ -433,6 +485,9 @@ def voice_by_name(name: str) -> Optional[Voice]:
     for v in TRAIN_VOICES + OOD_VOICES + WIDE_VOICES + EXTRA_VOICES + KOKORO_VOICES + KOKORO_OOD_VOICES:
         if v.name == name:
             return v
+    index = name[len("kokmix-"):]
+    if name.startswith("kokmix-") and index.isdigit():
+        return kokoro_blends(int(index) + 1)[-1]
     return None
 
 

@@ -381,6 +381,45 @@ def test_kokoro_voices_leave_the_other_draws_unchanged(extra):
         assert abs(sum(q["voice"]["name"] in extra_names for q in rest) / len(rest) - extra) < 0.04
 
 
+def test_kokoro_blends_are_new_speakers_of_training_speakers_only():
+    """--kokoro-blends K: K distinct speakers, each two or three training speakers of one accent, weights
+    summing to 1 with none under 0.13; the pool of K is the start of any larger pool."""
+    blends = tts.kokoro_blends(60)
+    assert tts.kokoro_blends(10) == blends[:10] and tts.kokoro_blends(0) == []
+    assert [v.name for v in blends[:3]] == ["kokmix-000", "kokmix-001", "kokmix-002"]
+    assert len({v.voice for v in blends}) == 60
+    train = {v.voice for v in tts.KOKORO_VOICES}
+    for v in blends:
+        parts = tts.parse_kokoro_voice(v.voice)
+        names = [n for n, _ in parts]
+        assert 2 <= len(parts) <= 3 and set(names) <= train and len(set(names)) == len(names), v
+        assert len({n[0] for n in names}) == 1, v  # one accent: the phonemes of one English
+        assert abs(sum(w for _, w in parts) - 1) < 1e-9 and min(w for _, w in parts) >= 0.13, v
+        assert v.engine == "kokoro" and v.voice[0] == names[0][0]
+    assert {v.voice[0] for v in blends} == {"a", "b"}
+    assert tts.voice_by_name("kokmix-042") == blends[42]
+    assert tts.parse_kokoro_voice("af_heart") == [("af_heart", 1.0)]
+    with pytest.raises(ValueError, match="--kokoro-blends is a number of speakers"):
+        tts.kokoro_blends(-1)
+
+
+def test_kokoro_blends_join_the_kokoro_share_only():
+    """The Kokoro share reads with the 24 speakers and the blends; the other utterances are unchanged,
+    and without blends every draw is as before the option."""
+    ids = [f"train-{i:06d}" for i in range(3000)]
+    plain = [synthesize.prosody(u, tts.TRAIN_VOICES, 42, "default", 0.0, 0.3) for u in ids]
+    assert plain == [synthesize.prosody(u, tts.TRAIN_VOICES, 42, "default", 0.0, 0.3, synthesize.kokoro_pool(0))
+                     for u in ids]
+    pool = synthesize.kokoro_pool(24)
+    assert pool[:24] == tts.KOKORO_VOICES and len(pool) == 48
+    mixed = [synthesize.prosody(u, tts.TRAIN_VOICES, 42, "default", 0.0, 0.3, pool) for u in ids]
+    kokoro = {v.name for v in pool}
+    for p, q in zip(plain, mixed):  # Kokoro's share stays Kokoro's, now with the blends; the rest is unchanged
+        assert p == q if p["voice"]["name"] not in kokoro else q["voice"]["name"] in kokoro
+    read = [q["voice"]["name"] for q in mixed if q["voice"]["name"] in kokoro]
+    assert abs(sum(n.startswith("kokmix-") for n in read) / len(read) - 0.5) < 0.06
+
+
 def test_kokoro_voices_are_a_training_share():
     assert synthesize.voice_pool("train", "default", 0.0, 0.5) is tts.TRAIN_VOICES
     # the held-out Kokoro speakers are a pool of their own (research/ood_factors.py), never training voices
@@ -457,6 +496,38 @@ def test_install_kokoro_check_tells_whether_both_files_are_there(tmp_path):
     with pytest.raises(SystemExit):  # installing needs the tarball
         install.main(["--out", str(tmp_path / "new")])
     assert not (tmp_path / "new").exists()
+
+
+@needs_tools
+@needs_kokoro
+def test_a_blended_kokoro_speaker_is_a_voice_between_its_parents(tmp_path):
+    """A blend of two speakers reads the sentence as speech, the same samples when read again, and its
+    spectrum lies nearer each parent's than the parents lie to each other."""
+    import soundfile as sf
+
+    a, b = "af_heart", "af_bella"
+    blend = tts.Voice("kokmix-test", "kokoro", f"{a}*0.50+{b}*0.50")
+    synth = tts.Synthesizer()
+    text = "It is a truth universally acknowledged."
+    spectra = {}
+    try:
+        for name, v in (("a", tts.voice_by_name("kok-" + a)), ("b", tts.voice_by_name("kok-" + b)), ("mix", blend)):
+            out = tmp_path / f"{name}.flac"
+            synth.render(v, text, str(out), 0, 0, 0, 1.0)
+            x, sr = sf.read(out, dtype="float32")
+            assert sr == 16000 and 1.0 < len(x) / sr < 6, name
+            frames = x[: len(x) // 400 * 400].reshape(-1, 400)
+            assert (10 * np.log10((frames ** 2).mean(1) + 1e-12) > -40).mean() > 0.4, name
+            spec = np.abs(np.fft.rfft(frames * np.hanning(400), axis=1)).mean(0)
+            spectra[name] = spec / spec.sum()
+        synth.render(blend, text, str(tmp_path / "again.flac"), 0, 0, 0, 1.0)
+        assert np.array_equal(sf.read(tmp_path / "again.flac", dtype="float32")[0],
+                              sf.read(tmp_path / "mix.flac", dtype="float32")[0])
+    finally:
+        synth.close()
+    d = lambda p, q: np.abs(spectra[p] - spectra[q]).sum()  # noqa: E731
+    assert d("mix", "a") > 0.02 and d("mix", "b") > 0.02  # a voice of its own
+    assert max(d("mix", "a"), d("mix", "b")) < d("a", "b")
 
 
 @needs_tools
@@ -591,7 +662,8 @@ def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
 
     r = _prepare_stage1(venv, data, "--voice-set", "mixed")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "--voices train --voice-set mixed --extra-voices 0 --kokoro-voices 0 --split train" in log.read_text()
+    assert ("--voices train --voice-set mixed --extra-voices 0 --kokoro-voices 0 --kokoro-blends 0 --split train"
+            in log.read_text())
     assert marker.read_text().split()[-1] == "voice_set=mixed"
 
     # the default is not recorded: the marker of corpora made before the option stays valid
@@ -599,7 +671,8 @@ def test_prepare_passes_the_voice_set_to_train_only(tmp_path):
     r = _prepare_stage1(venv, data)
     assert r.returncode == 0, r.stderr[-2000:]
     assert marker.read_text() == "hours=0.06 dev=12 test=12 ood=12 seed=42 text_rules=2 nj=2\n"
-    assert "--voices train --voice-set default --extra-voices 0 --kokoro-voices 0 --split train" in log.read_text()
+    assert ("--voices train --voice-set default --extra-voices 0 --kokoro-voices 0 --kokoro-blends 0 --split train"
+            in log.read_text())
     log.unlink()
     r = _prepare_stage1(venv, data, "--voice-set", "default")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -613,9 +686,9 @@ def test_prepare_passes_the_extra_voices_to_train_only(tmp_path):
     r = _prepare_stage1(venv, data, "--voice-set", "mixed", "--extra-voices", "0.4")
     assert r.returncode == 0, r.stderr[-2000:]
     calls = _synth_calls(log)
-    assert "--voice-set mixed --extra-voices 0.4 --kokoro-voices 0 --split train" in calls["train"]
+    assert "--voice-set mixed --extra-voices 0.4 --kokoro-voices 0 --kokoro-blends 0 --split train" in calls["train"]
     for split in ("dev", "test", "test_ood"):
-        assert "--voice-set default --extra-voices 0 --kokoro-voices 0 --split" in calls[split]
+        assert "--voice-set default --extra-voices 0 --kokoro-voices 0 --kokoro-blends 0 --split" in calls[split]
     assert (data / "synth" / ".done.speech").read_text().split()[-2:] == ["voice_set=mixed", "extra_voices=0.4"]
     for bad in ("1.5", "-0.1", "half"):
         r = _prepare_stage1(venv, data, "--extra-voices", bad)
@@ -629,14 +702,31 @@ def test_prepare_passes_the_kokoro_voices_to_train_only(tmp_path):
     r = _prepare_stage1(venv, data, "--kokoro-voices", "0.25")
     assert r.returncode == 0, r.stderr[-2000:]
     calls = _synth_calls(log)
-    assert "--extra-voices 0 --kokoro-voices 0.25 --split train" in calls["train"]
+    assert "--extra-voices 0 --kokoro-voices 0.25 --kokoro-blends 0 --split train" in calls["train"]
     for split in ("dev", "test", "test_ood"):
-        assert "--extra-voices 0 --kokoro-voices 0 --split" in calls[split]
+        assert "--extra-voices 0 --kokoro-voices 0 --kokoro-blends 0 --split" in calls[split]
     assert (data / "synth" / ".done.speech").read_text().split()[-1] == "kokoro_voices=0.25"
     for bad in ("1.5", "x"):
         r = _prepare_stage1(venv, data, "--kokoro-voices", bad)
         assert r.returncode == 2
         assert f"--kokoro-voices is a share of the training utterances (0..1), not '{bad}'" in r.stderr
+
+
+def test_prepare_passes_the_kokoro_blends_to_train_only(tmp_path):
+    venv, log = _fake_python(tmp_path)
+    data = tmp_path / "data"
+    r = _prepare_stage1(venv, data, "--kokoro-voices", "0.3", "--kokoro-blends", "40")
+    assert r.returncode == 0, r.stderr[-2000:]
+    calls = _synth_calls(log)
+    assert "--kokoro-voices 0.3 --kokoro-blends 40 --split train" in calls["train"]
+    for split in ("dev", "test", "test_ood"):
+        assert "--kokoro-voices 0 --kokoro-blends 0 --split" in calls[split]
+    assert (data / "synth" / ".done.speech").read_text().split()[-2:] == ["kokoro_voices=0.3", "kokoro_blends=40"]
+    for bad in ("-1", "2.5", "x"):
+        r = _prepare_stage1(venv, data, "--kokoro-voices", "0.3", "--kokoro-blends", bad)
+        assert r.returncode == 2 and f"--kokoro-blends is a number of speakers (0 or more), not '{bad}'" in r.stderr
+    r = _prepare_stage1(venv, data, "--kokoro-blends", "10")
+    assert r.returncode == 2 and "give that share too" in r.stderr
 
 
 def test_prepare_passes_the_voice_seed_to_train_only(tmp_path):
