@@ -174,10 +174,10 @@ def write_mix(args, weights: Tuple[float, ...], out: Path) -> Path:
 
 
 def decoding_key(args, model_dir: Path, manifests: Dict[str, Path]) -> Dict[str, object]:
-    """What a model's hypotheses depend on: its directory's files (by content), each set's manifest (by
-    content), the search and the streaming geometry. A directory decoded before with the same key is not
-    decoded again (the reference, when a grid is measured in several calls)."""
-    key = {"model": {f.name: file_digest(f) for f in sorted(model_dir.iterdir()) if f.is_file()},
+    """What a model's hypotheses depend on: its directory's files (by content; not its card, ``*.md``),
+    each set's manifest (by content), the search and the streaming geometry. A directory decoded before
+    with the same key is not decoded again (the reference, when a grid is measured in several calls)."""
+    key = {"model": {f.name: file_digest(f) for f in sorted(model_dir.iterdir()) if f.is_file() and f.suffix != ".md"},
            "sets": {name: file_digest(path) for name, path in manifests.items()},
            "max_utts": args.max_utts, "chunk_size": args.chunk_size,
            "left_context_frames": args.left_context_frames, "search": search_kwargs(args, model_dir)}
