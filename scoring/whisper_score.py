@@ -50,6 +50,11 @@ Written to ``--output-dir`` (TEST = ``--test-name``, TAG = ``whisper-NAME``):
 * ``results-TEST-TAG.md``: the row of decode.py's tables (WER from the N
   output, the rest from the P output).
 
+``--rescore true`` scores the ``raw-TEST-TAG.txt`` of an earlier run again
+against the manifest's references as they are now (the references or the
+normalization changed), without loading Whisper: a 69-minute set is not
+transcribed twice.
+
 Exit codes: 0 scored; 2 bad arguments or manifest; 3 no back end's package
 can be imported; 4 the weights are not available locally.
 """
@@ -69,7 +74,7 @@ from zipformer_pc.layout import result_name, table_name, whisper_suffix
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus
 from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.text import PunctConfig, normalized, parse_punct_args, punctuated
-from zipformer_pc.transcripts import write_transcripts
+from zipformer_pc.transcripts import TranscriptError, read_transcripts, write_transcripts
 from zipformer_pc.options import str2bool
 from zipformer_pc.whisper import ct2_model_dir
 
@@ -118,6 +123,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-utterances", type=int, default=0, help="the first N cuts only (0: all) [0]")
     p.add_argument("--punct-keep", default=None, help="scored marks [. , ?, LibriSpeech-PC's]")
     p.add_argument("--punct-map", default=None, help="marks mapped to kept ones, e.g. '!>.' for the synthetic corpus")
+    p.add_argument("--rescore", type=str2bool, default=False,
+                   help="score Whisper's text of an earlier run (raw-TEST-TAG.txt in --output-dir) again against "
+                        "the manifest's references, without transcribing (after the references or the normalization "
+                        "changed; the RTF is the earlier run's) [false]")
     return p
 
 
@@ -306,6 +315,9 @@ def score_and_write(utts: List[Utterance], raw: Dict[str, str], out_dir: Path, t
     for mode, pairs in triples.items():
         if not pairs:
             logging.warning(f"{test}: no utterance has a {mode} reference: mode {mode} not scored")
+            for stale in (result_name("recogs", test, mode, tag), f"refs-{test}-{mode}.txt",
+                          result_name("wer-summary", test, mode, tag)):  # an earlier run's, of other references
+                (out_dir / stale).unlink(missing_ok=True)
             continue
         write_transcripts(str(out_dir / result_name("recogs", test, mode, tag)), [(u, h) for u, _, h in pairs])
         write_transcripts(str(out_dir / f"refs-{test}-{mode}.txt"), [(u, r) for u, r, _ in pairs])
@@ -323,6 +335,22 @@ def score_and_write(utts: List[Utterance], raw: Dict[str, str], out_dir: Path, t
         (out_dir / table_name(tag, test)).write_text(table)
         print(table)
     return summaries
+
+
+def earlier_run(out_dir: Path, test: str, tag: str, utts: List[Utterance]) -> Tuple[Dict[str, str], Optional[float]]:
+    """Whisper's text per utterance from an earlier run's ``raw-TEST-TAG.txt`` (every utterance of the
+    manifest must be there) and that run's RTF (its N summary), for ``--rescore``."""
+    path = out_dir / f"raw-{test}-{tag}.txt"
+    if not path.is_file():
+        raise ValueError(f"no {path}: transcribe first (without --rescore)")
+    raw = read_transcripts(str(path), side="hyp")
+    missing = [u.uid for u in utts if u.uid not in raw]
+    if missing:
+        raise ValueError(f"{path} lacks {len(missing)} of the manifest's {len(utts)} utterances (e.g. {missing[0]}): "
+                         "transcribe again without --rescore")
+    summary = out_dir / result_name("wer-summary", test, "N", tag)
+    rtf = json.loads(summary.read_text()).get("rtf") if summary.is_file() else None
+    return {u.uid: raw[u.uid] for u in utts}, rtf
 
 
 def default_test_name(cuts_path: str) -> str:
@@ -354,20 +382,28 @@ def main(argv=None) -> int:
         return fail(EXIT_BAD_INPUT, f"bad --punct-keep/--punct-map: {e}")
     if not Path(args.cuts).is_file():
         return fail(EXIT_BAD_INPUT, f"--cuts {args.cuts} does not exist")
-    try:
-        transcribe = load_transcriber(args)
-    except WhisperUnavailable as e:
-        hint = "" if e.code == EXIT_BAD_INPUT else "\n" + how_to_provide(args.model)
-        return fail(e.code, f"{e}{hint}")
+    if not args.rescore:
+        try:
+            transcribe = load_transcriber(args)
+        except WhisperUnavailable as e:
+            hint = "" if e.code == EXIT_BAD_INPUT else "\n" + how_to_provide(args.model)
+            return fail(e.code, f"{e}{hint}")
     try:
         utts = load_utterances(args.cuts, args.max_utterances)
     except (ValueError, OSError) as e:
         return fail(EXIT_BAD_INPUT, f"--cuts {args.cuts}: {e}")
     test = args.test_name or default_test_name(args.cuts)
     tag = backend_and_tag(args)[1]
-    raw, spent, audio_sec = transcribe_all(utts, transcribe)
-    rtf = spent / max(audio_sec, 1e-9)
-    logging.info(f"{test}: {len(utts)} utterances, {audio_sec:.1f} s of audio, RTF {rtf:.3f}")
+    if args.rescore:
+        try:
+            raw, rtf = earlier_run(args.output_dir, test, tag, utts)
+        except (OSError, TranscriptError, ValueError) as e:
+            return fail(EXIT_BAD_INPUT, f"--rescore: {e}")
+        logging.info(f"{test}: {len(utts)} utterances, Whisper's text of the earlier run scored again")
+    else:
+        raw, spent, audio_sec = transcribe_all(utts, transcribe)
+        rtf = spent / max(audio_sec, 1e-9)
+        logging.info(f"{test}: {len(utts)} utterances, {audio_sec:.1f} s of audio, RTF {rtf:.3f}")
     summaries = score_and_write(utts, raw, args.output_dir, test, tag, config, rtf)
     for mode, s in summaries.items():
         shown = ("wer", "pc_wer", "punc_er", "case_er") if mode == "P" else ("wer",)

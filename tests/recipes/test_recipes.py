@@ -359,6 +359,42 @@ def test_whisper_score_scores_with_the_project_text_and_metrics(tmp_path, monkey
     assert "| test | 25.00 | 33.33 | 50.00 | 36.36 |" in table
 
 
+def test_whisper_score_rescores_an_earlier_run_against_new_references(tmp_path, monkeypatch):
+    """--rescore: Whisper's text of the earlier run (raw-TEST-TAG.txt) scored against the manifest's
+    references as they are now, without a transcriber; a mode left without references loses its files."""
+    ws = load_script("scoring/whisper_score.py")
+    cuts = write_two_cuts(tmp_path)
+    monkeypatch.setattr(ws, "load_transcriber", lambda args: lambda audio: FAKE_OUTPUT[len(audio)])
+    out = tmp_path / "out"
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(out)]) == 0
+    rtf = json.loads((out / "wer-summary-test-N-whisper-base.json").read_text())["rtf"]
+    # the references change: utt-b is now "it is fine now" and neither cut has a P reference
+    from lhotse import CutSet, SupervisionSegment, load_manifest
+
+    changed = []
+    for cut in load_manifest(cuts):
+        sup = cut.supervisions[0]
+        cut.supervisions = [SupervisionSegment(id=sup.id, recording_id=sup.recording_id, start=0.0,
+                                               duration=sup.duration, text=sup.text + (" now" if sup.id == "utt-b"
+                                                                                      else ""))]
+        changed.append(cut)
+    CutSet.from_cuts(changed).to_file(cuts)
+
+    def no_whisper(args):
+        raise AssertionError("--rescore must not load Whisper")
+
+    monkeypatch.setattr(ws, "load_transcriber", no_whisper)
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(out), "--rescore", "true"]) == 0
+    n = json.loads((out / "wer-summary-test-N-whisper-base.json").read_text())
+    assert n["wer"] == pytest.approx(300 / 9) and n["rtf"] == rtf  # it's fine / it is fine now: 3 of 9
+    assert not list(out.glob("*-test-P-*")) and not (out / "refs-test-P.txt").exists()
+    assert (out / "raw-test-whisper-base.txt").read_text() == "utt-a\tHello world! How are you?\nutt-b\tIt's fine.\n"
+    # an utterance the earlier run did not transcribe: a clear error, nothing rewritten
+    (out / "raw-test-whisper-base.txt").write_text("utt-a\tHello world! How are you?\n")
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(out), "--rescore", "true"]) == 2
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(tmp_path / "none"), "--rescore", "true"]) == 2
+
+
 def fake_whisper_pkg(tmp_path: Path, body: str) -> dict:
     pkg = tmp_path / "fakepkgs" / "whisper"
     pkg.mkdir(parents=True)
