@@ -72,7 +72,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="the kept rows: path<TAB>text<TAB>speaker")
     p.add_argument("--labels", action="append", default=[],
                    help="an OUTPUT.raw.tsv of an earlier run (repeat): its recordings, by id, are not transcribed "
-                        "again (egs/synth/pseudo_labels/ holds the committed ones)")
+                        "again (local/pseudo_labels/ holds the committed ones)")
     p.add_argument("--model", default="base", help="a CTranslate2 Whisper directory or 'base' [base]")
     p.add_argument("--beam-size", type=int, default=1)
     p.add_argument("--num-threads", type=int, default=1)
