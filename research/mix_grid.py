@@ -55,6 +55,7 @@ from zipformer_pc.runtime import utterances
 from zipformer_pc.runtime.recognizer import StreamingRecognizer, add_search_options, search_kwargs
 from zipformer_pc.training import interpolate
 from zipformer_pc.training.encoder_cache import file_digest
+from zipformer_pc.transcripts import read_transcripts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -185,15 +186,14 @@ def decoding_key(args, model_dir: Path, manifests: Dict[str, Path]) -> Dict[str,
 
 
 def read_decoded(out: Path, name: str, utts: Sequence[utterances.Utterance]) -> List[utterances.Decoded]:
-    """The hypotheses a call before wrote (hyps-NAME.tsv) given back to their utterances."""
-    hyps: Dict[str, Dict[str, str]] = {}
-    with open(out / f"hyps-{name}.tsv", encoding="utf-8") as f:
-        for line in f:
-            uid, mode, text = line.rstrip("\n").split("\t", 2)
-            hyps.setdefault(uid, {})[mode] = text
-    missing = [u.uid for u in utts if u.uid not in hyps]
+    """The hypotheses a call before wrote (hyps-NAME.tsv, read by :func:`read_transcripts`) given back to
+    their utterances."""
+    path = out / f"hyps-{name}.tsv"
+    by_mode = {mode: read_transcripts(str(path), side="hyp", mode=mode) for mode in RUNTIME_ORDER}
+    hyps = {u.uid: {mode: texts[u.uid] for mode, texts in by_mode.items() if u.uid in texts} for u in utts}
+    missing = [uid for uid, h in hyps.items() if not h]
     if missing:
-        raise ValueError(f"{out / f'hyps-{name}.tsv'} lacks {len(missing)} utterance(s), e.g. {missing[0]}")
+        raise ValueError(f"{path} lacks {len(missing)} utterance(s), e.g. {missing[0]}")
     return [utterances.Decoded(u, hyps[u.uid]) for u in utts]
 
 
