@@ -121,7 +121,7 @@ def wide_effects(rng: random.Random) -> List[str]:
 
 
 def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "default", extra_share: float = 0.0,
-            kokoro_share: float = 0.0, kokoro_pool: Optional[List[Voice]] = None) -> Dict:
+            kokoro_share: float = 0.0, kokoro_speakers: Optional[List[Voice]] = None) -> Dict:
     """Voice and prosody for one utterance, a function of (seed, id) only.
 
     ``voice_set`` picks the ranges of PROSODY_RANGES; ``wide`` also draws the
@@ -131,11 +131,11 @@ def prosody(utt_id: str, voices: List[Voice], seed: int, voice_set: str = "defau
     TRAIN_VOICES.  With ``extra_share`` > 0, a stream of its own first draws
     whether EXTRA_VOICES read the utterance (default ranges); if not, the
     draw is the one without extra voices.  ``kokoro_share`` does the same
-    with ``kokoro_pool`` (KOKORO_VOICES, or those and blended speakers: ``kokoro_pool()``), on a stream
+    with ``kokoro_speakers`` (KOKORO_VOICES, or those and blended speakers: ``kokoro_pool()``), on a stream
     of its own drawn before the extra one."""
     h = int.from_bytes(hashlib.sha256(f"{seed}:{utt_id}".encode()).digest()[:8], "little")
     if kokoro_share > 0 and random.Random(f"kokoro:{h}").random() < kokoro_share:
-        voices, voice_set = kokoro_pool or KOKORO_VOICES, "default"
+        voices, voice_set = kokoro_speakers or KOKORO_VOICES, "default"
     elif extra_share > 0 and random.Random(f"extra:{h}").random() < extra_share:
         voices, voice_set = EXTRA_VOICES, "default"
     rng = random.Random(h)

@@ -41,6 +41,7 @@ training speakers of one accent (``kokoro_blends``).
 import importlib.util
 import logging
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -212,8 +213,6 @@ def kokoro_blend_recipe(j: int) -> str:
     each weighted by a draw of 0.3..1 (normalized, rounded to hundredths: no speaker under 0.13, so
     every blend is away from its parents), as the recipe ``name*w+name*w[+name*w]`` that
     :meth:`Synthesizer._kokoro_wav` reads."""
-    import random
-
     rng = random.Random(f"kokoro-blend:{j}")
     accent = "a" if rng.random() < KOKORO_BLEND_AMERICAN_SHARE else "b"
     pool = [v.voice for v in KOKORO_VOICES if v.voice[0] == accent]
