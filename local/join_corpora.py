@@ -6,10 +6,12 @@ Usage:
       data20/synth g-=data_g/synth --n-only-sources gcide --seed 42
 
 Each positional argument is a corpus directory (``prepare.sh``'s
-``data/synth``), optionally as ``PREFIX=DIR``: its cuts then get the ids
-``{PREFIX}{id}`` (cut, supervisions, recording), so two corpora that number
-their utterances alike can be joined.  Their ``fbank/synth_cuts_train_p1``
-manifests (filtered, with both references) are concatenated in the order
+``data/synth``, or another dataset's, e.g. ``data/games``), optionally as
+``PREFIX=DIR``: its cuts then get the ids ``{PREFIX}{id}`` (cut, supervisions,
+recording), so two corpora that number their utterances alike can be joined.
+Their ``fbank/DATASET_cuts_train_p1`` manifests (filtered, with both
+references; ``synth_cuts_train_p1`` or the one of another dataset there) are
+concatenated in the order
 given and shuffled by ``random.Random(--seed)``; the cuts keep their audio and
 features where they are.  ``--n-only-sources`` names text sources
 (``custom["source"]``: ``gcide`` or a book) whose cuts keep only their N
@@ -55,6 +57,22 @@ def parse_corpus(spec: str) -> Tuple[str, Path]:
     return (prefix, Path(d)) if sep else ("", Path(spec))
 
 
+def train_manifest(d: Path) -> Path:
+    """The filtered training cuts of the corpus ``d``: ``fbank/synth_cuts_train_p1.jsonl.gz``, or
+    those of the one other dataset there (``games_cuts_train_p1``, ``custom_cuts_train_p1``, ...)."""
+    synth = d / "fbank" / f"{PREFIX}{TRAIN}.jsonl.gz"
+    if synth.is_file():
+        return synth
+    found = sorted((d / "fbank").glob(f"*_cuts_{TRAIN}.jsonl.gz"))
+    if not found:
+        raise SystemExit(f"{d} has no fbank/DATASET_cuts_{TRAIN}.jsonl.gz (e.g. {synth.name}): prepare it first "
+                         "(prepare.sh)")
+    if len(found) > 1:
+        raise SystemExit(f"{d} has the training cuts of several datasets ({', '.join(f.name for f in found)}): "
+                         "give one corpus directory per dataset")
+    return found[0]
+
+
 def prefixed(cut: Dict, prefix: str) -> Dict:
     """The cut under the id ``{prefix}{id}``: its supervisions and recording too."""
     if not prefix:
@@ -83,9 +101,7 @@ def join_corpora(corpora: Sequence[Tuple[str, Path]], out: Path, base: Path,
     if n_only_sources & drop_sources:
         raise SystemExit(f"Sources both N only and dropped: {', '.join(sorted(n_only_sources & drop_sources))}")
     dirs = [d for _, d in corpora] + [base]
-    for d in dirs:
-        if not (d / "fbank" / f"{PREFIX}{TRAIN}.jsonl.gz").is_file():
-            raise SystemExit(f"{d} has no fbank/{PREFIX}{TRAIN}.jsonl.gz: prepare it first (prepare.sh)")
+    manifests = {d: train_manifest(d) for d in dirs}
     if out.resolve() in {d.resolve() for d in dirs}:
         raise SystemExit("--out must be a directory of its own")
     counts: Counter = Counter()
@@ -93,7 +109,7 @@ def join_corpora(corpora: Sequence[Tuple[str, Path]], out: Path, base: Path,
     ids: Set[str] = set()
     for prefix, d in corpora:
         counts[f"from {d}"] = 0
-        for cut in read_cuts(d / "fbank" / f"{PREFIX}{TRAIN}.jsonl.gz"):
+        for cut in read_cuts(manifests[d]):
             cut = prefixed(cut, prefix)
             if cut["id"] in ids:
                 raise SystemExit(f"Cut id {cut['id']} twice (from {d}): give the corpora id prefixes (PREFIX=DIR)")

@@ -435,7 +435,21 @@ def test_join_corpora_shuffles_prefixed_corpora_and_keeps_n_only_for_named_sourc
     r = _run([PY, "local/join_corpora.py", "--out", str(tmp_path / "dup"), str(corpus), str(corpus)])
     assert r.returncode != 0 and "twice" in r.stderr and "PREFIX=DIR" in r.stderr
     r = _run([PY, "local/join_corpora.py", "--out", str(tmp_path / "none"), str(corpus), f"x-={tmp_path}"])
-    assert r.returncode != 0 and "has no fbank/synth_cuts_train_p1.jsonl.gz" in r.stderr
+    assert r.returncode != 0 and "has no fbank/DATASET_cuts_train_p1.jsonl.gz" in r.stderr
+    # another dataset's training cuts (prepare.sh --dataset games writes games_cuts_train_p1) join too;
+    # a directory holding the training cuts of two datasets is refused
+    games = tmp_path / "games"
+    (games / "fbank").mkdir(parents=True)
+    (games / "fbank" / "games_cuts_train_p1.jsonl.gz").symlink_to(corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz")
+    r = _run([PY, "local/join_corpora.py", "--out", str(tmp_path / "with_games"), "--base", str(corpus),
+              str(corpus), f"g-={games}"], timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"{games}: {len(base)} cuts" in r.stderr
+    joined = load_manifest(tmp_path / "with_games" / "fbank" / "synth_cuts_train_p1.jsonl.gz")
+    assert sorted(c.id for c in joined) == sorted([c.id for c in base] + [f"g-{c.id}" for c in base])
+    (games / "fbank" / "custom_cuts_train_p1.jsonl.gz").symlink_to(corpus / "fbank" / "synth_cuts_train_p1.jsonl.gz")
+    r = _run([PY, "local/join_corpora.py", "--out", str(tmp_path / "two"), "--base", str(corpus), f"g-={games}"])
+    assert r.returncode != 0 and "several datasets" in r.stderr and "games_cuts_train_p1" in r.stderr
     r = _run([PY, "local/join_corpora.py", "--out", str(corpus), str(corpus)])
     assert r.returncode != 0 and "directory of its own" in r.stderr
 
