@@ -280,12 +280,10 @@ if [ "$dataset" = games ]; then
   # test_real among their actors), transcribed by Whisper base; then as a custom corpus
   games_dl=$dl_dir/games
   if run_stage 0 audio "games=bass,fotaq"; then
-    mkdir -p "$games_dl"
-    for pkg in beneath-a-steel-sky flight-of-the-amazon-queen; do
-      ls "$games_dl/${pkg}"_*.deb >/dev/null 2>&1 || (cd "$games_dl" && apt-get download "$pkg")
-    done
-    python3 local/extract_bass.py --deb "$(ls "$games_dl"/beneath-a-steel-sky_*.deb | head -n 1)" --output-dir "$games_dl/bass"
-    python3 local/extract_fotaq.py --deb "$(ls "$games_dl"/flight-of-the-amazon-queen_*.deb | head -n 1)" --output-dir "$games_dl/fotaq"
+    bass_deb=$(python3 local/debs.py fetch beneath-a-steel-sky "$games_dl")
+    fotaq_deb=$(python3 local/debs.py fetch flight-of-the-amazon-queen "$games_dl")
+    python3 local/extract_bass.py --deb "$bass_deb" --output-dir "$games_dl/bass"
+    python3 local/extract_fotaq.py --deb "$fotaq_deb" --output-dir "$games_dl/fotaq"
     mark_done audio "games=bass,fotaq"
   fi
   if in_range 1; then

@@ -88,7 +88,6 @@ import argparse
 import collections
 import logging
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -97,6 +96,9 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+# debs.py is this script's sibling: its folder is on sys.path when run as `python local/extract_bass.py`
+import debs
 
 from zipformer_pc.logs import setup_logging
 
@@ -392,7 +394,7 @@ class Extracted:
 def locate_game(deb: Optional[str], game_dir: Optional[str], tmp: Path) -> Path:
     if game_dir:
         return Path(game_dir)
-    subprocess.run(["dpkg-deb", "-x", deb, str(tmp)], check=True)
+    debs.unpack(Path(deb), tmp)
     return tmp / DEB_GAME_DIR
 
 
@@ -485,7 +487,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     setup_logging("DEBUG" if args.verbose else "INFO")
     out_dir = Path(args.output_dir)
     with tempfile.TemporaryDirectory(prefix="bass-deb-") as tmp:
-        game = locate_game(args.deb, args.game_dir, Path(tmp))
+        try:
+            game = locate_game(args.deb, args.game_dir, Path(tmp))
+        except (debs.DebError, OSError) as e:
+            log.error("%s", e)
+            return 1
         if not (game / "sky.dnr").is_file() or not (game / "sky.dsk").is_file():
             log.error("no sky.dnr / sky.dsk in %s", game)
             return 1

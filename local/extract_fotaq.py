@@ -77,7 +77,6 @@ import os
 import re
 import struct
 import sys
-import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +84,9 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 import soundfile as sf
+
+# debs.py is this script's sibling: its folder is on sys.path when run as `python local/extract_fotaq.py`
+import debs
 
 from zipformer_pc.logs import setup_logging
 
@@ -227,37 +229,13 @@ def rms_dbfs(samples: np.ndarray) -> float:
 # input
 # --------------------------------------------------------------------------
 
-def _deb_data_tar(deb_bytes: bytes) -> Tuple[str, bytes]:
-    """Return (member name, bytes) of the data.tar.* member of a .deb (ar)."""
-    if deb_bytes[:8] != b"!<arch>\n":
-        raise FormatError("not a .deb (ar) archive")
-    pos = 8
-    while pos + 60 <= len(deb_bytes):
-        hdr = deb_bytes[pos:pos + 60]
-        name = hdr[:16].decode("ascii", "replace").strip().rstrip("/")
-        size = int(hdr[48:58].decode("ascii").strip())
-        body = deb_bytes[pos + 60:pos + 60 + size]
-        if name.startswith("data.tar"):
-            return name, body
-        pos += 60 + size + (size & 1)
-    raise FormatError("no data.tar member in the .deb")
-
-
 def read_game_file_from_deb(deb: Path) -> bytes:
-    name, tar_bytes = _deb_data_tar(deb.read_bytes())
-    if name.endswith(".zst"):
-        raise FormatError(f"{name}: zstd-compressed .deb; unpack it with "
-                          "`dpkg-deb -x` and use --game-dir")
-    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as tar:
-        for member in tar.getmembers():
-            path = member.name.lstrip("./")
-            if member.isfile() and path.lower().endswith("/queen.1c"):
-                log.info("found %s (%d bytes) in %s:%s",
-                         path, member.size, deb.name, name)
-                fobj = tar.extractfile(member)
-                assert fobj is not None
-                return fobj.read()
-    raise FormatError(f"no queen.1c inside {deb} (expected {DATA_PATH_IN_DEB})")
+    try:
+        path, data = debs.read_member(deb, lambda p: p.lower().endswith("/queen.1c"))
+    except debs.DebError as e:
+        raise FormatError(f"{e} (expected {DATA_PATH_IN_DEB})") from None
+    log.info("found %s (%d bytes) in %s", path, len(data), deb.name)
+    return data
 
 
 def read_game_file_from_dir(game_dir: Path) -> bytes:

@@ -6,8 +6,8 @@ Usage:
   ./local/prepare_real.py --dl-dir download/real --manifest-dir data/real/manifests
 
 Sources (each read from the installed package when it is installed, else from
-its ``.deb``, fetched with ``apt-get download`` into ``--dl-dir`` and unpacked
-there: no root needed, nothing installed):
+its ``.deb``, fetched with ``apt-get download`` and unpacked under ``--dl-dir``
+by ``local/debs.py``: no root and no dpkg needed, nothing installed):
 
 * ``asterisk``: the English prompts of the Asterisk PBX, read by one
   professional speaker (Allison Smith), 8 kHz telephone audio,
@@ -50,13 +50,14 @@ import argparse
 import gzip
 import logging
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
+
+# debs.py is this script's sibling: its folder is on sys.path when run as `python local/prepare_real.py`
+import debs
 
 from zipformer_pc.data.references import SYNTH_PUNCT, is_punctuated_source, reference_fields
 from zipformer_pc.logs import setup_logging
@@ -102,18 +103,13 @@ def package_root(pkg: str, probe: str, dl_dir: Path) -> Path:
         return root
     if (Path("/") / probe).exists():
         return Path("/")
-    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-        raise SystemExit(f"prepare_real.py: {pkg} is not installed and apt-get/dpkg-deb are missing: install "
-                         f"{pkg} (Debian), or copy its files under {root}")
     dl_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dl_dir) as tmp:
-        logging.info(f"Fetching {pkg} (apt-get download) into {root}")
-        res = subprocess.run(["apt-get", "download", "-qq", pkg], cwd=tmp, capture_output=True, text=True)
-        debs = list(Path(tmp).glob(f"{pkg}_*.deb"))
-        if res.returncode != 0 or not debs:
-            raise SystemExit(f"prepare_real.py: could not download {pkg} ({res.stderr.strip()[:300]}); "
-                             f"install it (apt-get install {pkg}) and run again")
-        subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(root)], check=True)
+    with tempfile.TemporaryDirectory(dir=dl_dir) as tmp:  # the .deb is not kept: its files are
+        try:
+            debs.unpack(debs.fetch(pkg, Path(tmp)), root)
+        except (debs.DebError, OSError) as e:
+            raise SystemExit(f"prepare_real.py: {pkg} is not installed and its files are not under {root}: {e}; "
+                             f"install {pkg} (Debian) or copy its files under {root}") from None
     if not (root / probe).exists():
         raise SystemExit(f"prepare_real.py: {pkg}'s package holds no {probe}")
     return root
