@@ -50,6 +50,17 @@ Written to ``--output-dir`` (TEST = ``--test-name``, TAG = ``whisper-NAME``):
 * ``results-TEST-TAG.md``: the row of decode.py's tables (WER from the N
   output, the rest from the P output).
 
+* ``TAG-TEST.tsv``: Whisper's text with
+  each utterance's audio digest and a header (model, its digest, search,
+  RTF, machine), what ``--reuse`` reads.
+
+``--reuse DIR`` scores the text of ``DIR/TAG-TEST.tsv`` when it holds
+every utterance of the manifest with the same audio, model, search and
+language, and transcribes otherwise; ``scoring/whisper_store/`` holds Whisper
+base's of the synthetic ``test`` and ``test_ood`` (seed 42) and of
+``test_real``, so the model card's and RESULTS.md's Whisper rows need neither
+Whisper nor its 75 minutes of one core (their RTF is the stored run's).
+
 ``--rescore true`` scores the ``raw-TEST-TAG.txt`` of an earlier run again
 against the manifest's references as they are now (the references or the
 normalization changed), without loading Whisper: a 69-minute set is not
@@ -60,9 +71,11 @@ can be imported; 4 the weights are not available locally.
 """
 
 import argparse
+import hashlib
 import json
 import logging
 import os
+import platform
 import sys
 import time
 from pathlib import Path
@@ -70,7 +83,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from zipformer_pc.layout import result_name, table_name, whisper_suffix
+from zipformer_pc.layout import result_name, table_name, whisper_store_name, whisper_suffix
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus
 from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.text import PunctConfig, normalized, parse_punct_args, punctuated
@@ -127,7 +140,108 @@ def get_parser() -> argparse.ArgumentParser:
                    help="score Whisper's text of an earlier run (raw-TEST-TAG.txt in --output-dir) again against "
                         "the manifest's references, without transcribing (after the references or the normalization "
                         "changed; the RTF is the earlier run's) [false]")
+    p.add_argument("--reuse", type=Path, default=None,
+                   help="a folder of Whisper's transcripts of earlier runs (TAG-TEST.tsv, e.g. whisper-base-test.tsv, as this script "
+                        "writes them): when it holds every utterance of the manifest, with the same audio (by digest), "
+                        "model, search and language, its text and RTF are scored instead of transcribing; else "
+                        "Whisper runs. The project's: scoring/whisper_store/ [none]")
     return p
+
+
+# ---------------------------------------------------------------- the store of earlier transcripts
+#
+# TAG-TEST.tsv (whisper-base-test_real.tsv): "# key value" header lines (backend, model, model_digest, beam_size, language,
+# rtf, threads, machine), then "uid<TAB>audio digest<TAB>Whisper's text" per utterance.  Written beside
+# every run's other files; a folder of them (scoring/whisper_store/) lets a later run on the same audio
+# score Whisper's rows without transcribing again (75 minutes of one core for test, test_ood and
+# test_real), e.g. on a machine where Whisper is not installed.
+
+STORE_KEYS = ("backend", "model", "model_digest", "beam_size", "language", "rtf", "threads", "machine")
+
+
+def audio_digest(audio: np.ndarray) -> str:
+    """The 16 kHz audio as 16-bit samples, hashed: the same recording read by another library version
+    with float noise still matches, another recording does not."""
+    pcm = np.clip(np.round(audio * 32768.0), -32768, 32767).astype("<i2")
+    return hashlib.sha1(pcm.tobytes()).hexdigest()[:16]
+
+
+def model_digest(model: str) -> Optional[str]:
+    """sha1 of the CTranslate2 model.bin ``model`` names, when it is on this machine."""
+    d = ct2_model_dir(model)
+    if d is None:
+        return None
+    h = hashlib.sha1()
+    with open(d / "model.bin", "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def machine() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def write_store(path: Path, header: Dict[str, object], rows: List[Tuple[str, str, str]]) -> None:
+    lines = [f"# {k} {header.get(k)}" for k in STORE_KEYS]
+    lines += ["\t".join(r) for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def read_store(path: Path) -> Tuple[Dict[str, str], Dict[str, Tuple[str, str]]]:
+    """(header, {uid: (audio digest, text)}) of a stored TAG-TEST.tsv."""
+    header: Dict[str, str] = {}
+    rows: Dict[str, Tuple[str, str]] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if line.startswith("# "):
+            key, _, value = line[2:].partition(" ")
+            header[key] = value
+        elif line:
+            parts = line.split("\t")
+            if len(parts) != 3:
+                raise ValueError(f"{path}:{n}: not uid<TAB>digest<TAB>text")
+            rows[parts[0]] = (parts[1], parts[2])
+    return header, rows
+
+
+def stored_run(store: Path, test: str, args, utts: List[Utterance],
+               digests: Dict[str, str]) -> Tuple[Optional[Dict[str, str]], Optional[float], str]:
+    """(Whisper's text per utterance, the stored run's RTF, why not) from ``store``: text only when the
+    file holds every utterance with the same audio and was made by the same model, search and language."""
+    path = store / whisper_store_name(backend_and_tag(args)[1], test)
+    if not path.is_file():
+        return None, None, f"no {path}"
+    try:
+        header, rows = read_store(path)
+    except (OSError, ValueError) as e:
+        return None, None, str(e)
+    backend = backend_and_tag(args)[0]
+    want = {"beam_size": str(args.beam_size), "language": args.language}
+    if args.backend != "auto":
+        want["backend"] = backend
+    here = model_digest(args.model) if backend == "faster-whisper" else None
+    if here is not None:
+        want["model_digest"] = here
+    for k, v in want.items():
+        if header.get(k) != v:
+            return None, None, f"{path} was made with {k} {header.get(k)}, this run's is {v}"
+    missing = [u.uid for u in utts if u.uid not in rows]
+    if missing:
+        return None, None, f"{path} lacks {len(missing)} of the {len(utts)} utterances (e.g. {missing[0]})"
+    other = [u.uid for u in utts if rows[u.uid][0] != digests[u.uid]]
+    if other:
+        return None, None, f"{path}: {len(other)} utterances have other audio (e.g. {other[0]})"
+    try:
+        rtf = float(header.get("rtf", ""))
+    except ValueError:
+        rtf = None
+    return {u.uid: rows[u.uid][1] for u in utts}, rtf, ""
 
 
 # ---------------------------------------------------------------- whisper
@@ -284,12 +398,15 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def transcribe_all(utts: List[Utterance], transcribe: Transcriber) -> Tuple[Dict[str, str], float, float]:
-    """Raw Whisper text per utterance, seconds spent and seconds of audio."""
+def transcribe_all(utts: List[Utterance], transcribe: Transcriber,
+                   digests: Dict[str, str]) -> Tuple[Dict[str, str], float, float]:
+    """Raw Whisper text per utterance, seconds spent and seconds of audio; ``digests`` gets each
+    utterance's audio digest."""
     raw: Dict[str, str] = {}
     spent = audio_sec = 0.0
     for i, u in enumerate(utts, 1):
         audio = audio_16k(u.cut)
+        digests[u.uid] = audio_digest(audio)
         audio_sec += len(audio) / SAMPLE_RATE
         t0 = time.perf_counter()
         raw[u.uid] = one_line(transcribe(audio))
@@ -382,29 +499,62 @@ def main(argv=None) -> int:
         return fail(EXIT_BAD_INPUT, f"bad --punct-keep/--punct-map: {e}")
     if not Path(args.cuts).is_file():
         return fail(EXIT_BAD_INPUT, f"--cuts {args.cuts} does not exist")
-    if not args.rescore:
+    if args.reuse is not None and not args.reuse.is_dir():
+        return fail(EXIT_BAD_INPUT, f"--reuse {args.reuse} is not a folder")
+    transcribe: Optional[Transcriber] = None
+
+    def load() -> Optional[int]:
+        nonlocal transcribe
         try:
             transcribe = load_transcriber(args)
         except WhisperUnavailable as e:
             hint = "" if e.code == EXIT_BAD_INPUT else "\n" + how_to_provide(args.model)
             return fail(e.code, f"{e}{hint}")
+        return None
+
+    if not args.rescore and args.reuse is None and (code := load()) is not None:  # fail before reading audio
+        return code
     try:
         utts = load_utterances(args.cuts, args.max_utterances)
     except (ValueError, OSError) as e:
         return fail(EXIT_BAD_INPUT, f"--cuts {args.cuts}: {e}")
     test = args.test_name or default_test_name(args.cuts)
-    tag = backend_and_tag(args)[1]
+    backend, tag = backend_and_tag(args)
+    header: Dict[str, object] = {"backend": backend, "model": args.model, "beam_size": args.beam_size,
+                                 "language": args.language, "threads": args.num_threads, "machine": machine()}
+    digests: Dict[str, str] = {}
+    raw: Optional[Dict[str, str]] = None
     if args.rescore:
         try:
             raw, rtf = earlier_run(args.output_dir, test, tag, utts)
         except (OSError, TranscriptError, ValueError) as e:
             return fail(EXIT_BAD_INPUT, f"--rescore: {e}")
         logging.info(f"{test}: {len(utts)} utterances, Whisper's text of the earlier run scored again")
-    else:
-        raw, spent, audio_sec = transcribe_all(utts, transcribe)
+    elif args.reuse is not None:
+        digests = {u.uid: audio_digest(audio_16k(u.cut)) for u in utts}
+        raw, rtf, why = stored_run(args.reuse, test, args, utts, digests)
+        if raw is None:
+            logging.info(f"{test}: Whisper transcribes ({why})")
+        else:
+            stored, _ = read_store(args.reuse / whisper_store_name(tag, test))
+            header.update({k: stored.get(k) for k in STORE_KEYS})
+            logging.info(f"{test}: Whisper's text of {len(utts)} utterances from {args.reuse} "
+                         f"(RTF {rtf} as measured there, on {stored.get('machine')})")
+    if raw is None:
+        if transcribe is None and (code := load()) is not None:
+            return code
+        assert transcribe is not None
+        raw, spent, audio_sec = transcribe_all(utts, transcribe, digests)
         rtf = spent / max(audio_sec, 1e-9)
         logging.info(f"{test}: {len(utts)} utterances, {audio_sec:.1f} s of audio, RTF {rtf:.3f}")
+    if not digests:
+        digests = {u.uid: audio_digest(audio_16k(u.cut)) for u in utts}
+    if header.get("model_digest") is None:
+        header["model_digest"] = model_digest(args.model) if backend == "faster-whisper" else None
+    header["rtf"] = None if rtf is None else round(rtf, 4)
     summaries = score_and_write(utts, raw, args.output_dir, test, tag, config, rtf)
+    write_store(args.output_dir / whisper_store_name(tag, test), header,
+                [(u.uid, digests[u.uid], raw[u.uid]) for u in utts])
     for mode, s in summaries.items():
         shown = ("wer", "pc_wer", "punc_er", "case_er") if mode == "P" else ("wer",)
         logging.info(f"{test} mode {mode}: " + ", ".join(f"{k} {_fmt(s[k])}" for k in shown))

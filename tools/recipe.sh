@@ -383,6 +383,8 @@ whisper_rows() {
   for ts in ${sets//,/ }; do
     t=${ts%%=*}
     cmd=(python3 scoring/whisper_score.py --cuts "${ts#*=}" --test-name "$t" --model "$model" --output-dir "$out" "$@")
+    # Whisper's stored text of the same audio (scoring/whisper_store/) is scored instead of transcribing again
+    [ ! -d scoring/whisper_store ] || cmd+=(--reuse scoring/whisper_store)
     if [ "${dry_run:-false}" = true ]; then
       run "${cmd[@]}"
       continue

@@ -317,6 +317,12 @@ def whisper_suffix(model: str) -> str:
     return f"whisper-{model}"
 
 
+def whisper_store_name(suffix: str, test: str) -> str:
+    """scoring/whisper_score.py's text of Whisper per utterance of a test set with its audio digests
+    (``whisper-base-test_real.tsv``, read back by ``--reuse``); ``suffix`` from :func:`whisper_suffix`."""
+    return f"{suffix}-{test}.tsv"
+
+
 def result_name(kind: str, test: str, mode: str, suffix: object) -> str:
     """``KIND-TEST-MODE-SUFFIX.EXT``: ``recogs`` / ``errs`` (``.txt``) or ``wer-summary``
     (``.json``) of one test set and output mode; ``suffix`` a :class:`DecodeSuffix` or a string."""

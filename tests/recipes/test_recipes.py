@@ -395,6 +395,82 @@ def test_whisper_score_rescores_an_earlier_run_against_new_references(tmp_path, 
     assert ws.main(["--cuts", str(cuts), "--output-dir", str(tmp_path / "none"), "--rescore", "true"]) == 2
 
 
+def test_whisper_score_reuses_a_store_of_the_same_audio_and_transcribes_other_audio(tmp_path, monkeypatch, caplog):
+    """--reuse DIR: Whisper's text of an earlier run (TAG-TEST.tsv, written beside every run) is scored
+    without Whisper when it holds every utterance with the same audio digest, search and language, its
+    RTF the stored run's; other audio, another beam or a missing utterance make Whisper run."""
+    import logging
+
+    import soundfile as sf
+
+    ws = load_script("scoring/whisper_score.py")
+    cuts = write_two_cuts(tmp_path)
+    calls = []
+
+    def fake(audio):
+        calls.append(len(audio))
+        return FAKE_OUTPUT[len(audio)]
+
+    monkeypatch.setattr(ws, "load_transcriber", lambda args: fake)
+    first = tmp_path / "first"
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(first)]) == 0
+    stored = first / "whisper-base-test.tsv"
+    header, rows = ws.read_store(stored)
+    assert header["beam_size"] == "5" and header["language"] == "en" and float(header["rtf"]) >= 0
+    assert {u: t for u, (_, t) in rows.items()} == {"utt-a": "Hello world! How are you?", "utt-b": "It's fine."}
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / stored.name).write_text(stored.read_text())
+    summary = json.loads((first / "wer-summary-test-N-whisper-base.json").read_text())
+
+    def unavailable(args):
+        raise ws.WhisperUnavailable(ws.EXIT_NO_PACKAGE, "no Whisper here (simulated)")
+
+    monkeypatch.setattr(ws, "load_transcriber", unavailable)
+    again = tmp_path / "again"
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(again), "--reuse", str(store)]) == 0
+    reused = json.loads((again / "wer-summary-test-N-whisper-base.json").read_text())
+    assert reused["wer"] == summary["wer"] and reused["rtf"] == pytest.approx(float(header["rtf"]))
+    assert ws.read_store(again / stored.name) == (header, rows)  # the store is written on as it was read
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(tmp_path / "one"), "--reuse", str(store),
+                    "--max-utterances", "1"]) == 0  # a part of the stored set
+    # another search, or other audio under the same id: Whisper is needed (here: not installed, exit 3)
+    caplog.set_level(logging.INFO)
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(tmp_path / "b1"), "--reuse", str(store),
+                    "--beam-size", "1"]) == ws.EXIT_NO_PACKAGE
+    assert "made with beam_size 5, this run's is 1" in caplog.text
+    wav = tmp_path / "utt-b.wav"
+    sf.write(wav, 0.5 * sf.read(wav, dtype="float32")[0], 8000)
+    monkeypatch.setattr(ws, "load_transcriber", lambda args: fake)
+    calls.clear()
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(tmp_path / "new"), "--reuse", str(store)]) == 0
+    assert "1 utterances have other audio (e.g. utt-b)" in caplog.text and sorted(calls) == [8000, 16000]
+    assert ws.read_store(tmp_path / "new" / stored.name)[1]["utt-b"][0] != rows["utt-b"][0]
+    (store / stored.name).write_text("\n".join(stored.read_text().splitlines()[:-1]) + "\n")  # utt-b dropped
+    calls.clear()
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(tmp_path / "new"), "--reuse", str(store)]) == 0
+    assert "lacks 1 of the 2 utterances" in caplog.text and len(calls) == 2
+    assert ws.main(["--cuts", str(cuts), "--output-dir", str(tmp_path / "x"), "--reuse", str(tmp_path / "no")]) == 2
+
+
+def test_the_committed_whisper_store_holds_whole_sets_of_one_model_and_search():
+    """scoring/whisper_store/: Whisper base's text of test, test_ood (seed 42) and test_real, as
+    --reuse reads it: every row an utterance with its audio digest, one header per file."""
+    ws = load_script("scoring/whisper_score.py")
+    sizes = {}
+    for path in sorted((ROOT / "scoring" / "whisper_store").glob("*.tsv")):
+        header, rows = ws.read_store(path)
+        assert set(header) == set(ws.STORE_KEYS), path
+        assert (header["backend"], header["model"], header["beam_size"], header["language"]) == \
+            ("faster-whisper", "base", "5", "en"), path
+        assert 0 < float(header["rtf"]) < 1, path
+        assert all(re.fullmatch(r"[0-9a-f]{16}", d) for d, _ in rows.values()), path
+        assert len(rows) == len(path.read_text().splitlines()) - len(ws.STORE_KEYS), path  # no id twice
+        sizes[path.name] = len(rows)
+    assert sizes == {"whisper-base-test.tsv": 300, "whisper-base-test_ood.tsv": 300,
+                     "whisper-base-test_real.tsv": 1291}
+
+
 def fake_whisper_pkg(tmp_path: Path, body: str) -> dict:
     pkg = tmp_path / "fakepkgs" / "whisper"
     pkg.mkdir(parents=True)
