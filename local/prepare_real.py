@@ -104,7 +104,7 @@ def package_root(pkg: str, probe: str, dl_dir: Path) -> Path:
     if (Path("/") / probe).exists():
         return Path("/")
     dl_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dl_dir) as tmp:  # the .deb is not kept: its files are
+    with tempfile.TemporaryDirectory(dir=dl_dir) as tmp:  # the .deb goes, its unpacked files stay
         try:
             debs.unpack(debs.fetch(pkg, Path(tmp)), root)
         except (debs.DebError, OSError) as e:

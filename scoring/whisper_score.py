@@ -59,7 +59,7 @@ every utterance of the manifest with the same audio, model, search and
 language, and transcribes otherwise; ``scoring/whisper_store/`` holds Whisper
 base's of the synthetic ``test`` and ``test_ood`` (seed 42) and of
 ``test_real``, so the model card's and RESULTS.md's Whisper rows need neither
-Whisper nor its 75 minutes of one core (their RTF is the stored run's).
+Whisper nor its ~35 minutes of one core (their RTF is the stored run's).
 
 ``--rescore true`` scores the ``raw-TEST-TAG.txt`` of an earlier run again
 against the manifest's references as they are now (the references or the
@@ -75,7 +75,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -83,6 +82,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from zipformer_pc.machine import describe_machine
 from zipformer_pc.layout import result_name, table_name, whisper_store_name, whisper_suffix
 from zipformer_pc.metrics import markdown_header, markdown_row, score_corpus
 from zipformer_pc.data.references import get_n, get_p
@@ -141,20 +141,21 @@ def get_parser() -> argparse.ArgumentParser:
                         "the manifest's references, without transcribing (after the references or the normalization "
                         "changed; the RTF is the earlier run's) [false]")
     p.add_argument("--reuse", type=Path, default=None,
-                   help="a folder of Whisper's transcripts of earlier runs (TAG-TEST.tsv, e.g. whisper-base-test.tsv, as this script "
-                        "writes them): when it holds every utterance of the manifest, with the same audio (by digest), "
-                        "model, search and language, its text and RTF are scored instead of transcribing; else "
-                        "Whisper runs. The project's: scoring/whisper_store/ [none]")
+                   help="a folder of Whisper's transcripts of earlier runs (TAG-TEST.tsv, e.g. "
+                        "whisper-base-test.tsv, as this script writes them): when it holds every utterance of the "
+                        "manifest, with the same audio (by digest), model, search and language, its text and RTF are "
+                        "scored instead of transcribing; else Whisper runs. The project's: scoring/whisper_store/ "
+                        "[none]")
     return p
 
 
 # ---------------------------------------------------------------- the store of earlier transcripts
 #
-# TAG-TEST.tsv (whisper-base-test_real.tsv): "# key value" header lines (backend, model, model_digest, beam_size, language,
-# rtf, threads, machine), then "uid<TAB>audio digest<TAB>Whisper's text" per utterance.  Written beside
-# every run's other files; a folder of them (scoring/whisper_store/) lets a later run on the same audio
-# score Whisper's rows without transcribing again (75 minutes of one core for test, test_ood and
-# test_real), e.g. on a machine where Whisper is not installed.
+# TAG-TEST.tsv (whisper-base-test_real.tsv): "# key value" header lines (backend, model, model_digest,
+# beam_size, language, rtf, threads, machine), then "uid<TAB>audio digest<TAB>Whisper's text" per
+# utterance.  Written beside every run's other files; a folder of them (scoring/whisper_store/) lets a
+# later run on the same audio score Whisper's rows without transcribing again (about 35 minutes of one
+# core for test, test_ood and test_real), e.g. on a machine where Whisper is not installed.
 
 STORE_KEYS = ("backend", "model", "model_digest", "beam_size", "language", "rtf", "threads", "machine")
 
@@ -176,16 +177,6 @@ def model_digest(model: str) -> Optional[str]:
         for block in iter(lambda: f.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()[:16]
-
-
-def machine() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return " ".join(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def write_store(path: Path, header: Dict[str, object], rows: List[Tuple[str, str, str]]) -> None:
@@ -210,38 +201,39 @@ def read_store(path: Path) -> Tuple[Dict[str, str], Dict[str, Tuple[str, str]]]:
     return header, rows
 
 
-def stored_run(store: Path, test: str, args, utts: List[Utterance],
-               digests: Dict[str, str]) -> Tuple[Optional[Dict[str, str]], Optional[float], str]:
-    """(Whisper's text per utterance, the stored run's RTF, why not) from ``store``: text only when the
-    file holds every utterance with the same audio and was made by the same model, search and language."""
-    path = store / whisper_store_name(backend_and_tag(args)[1], test)
+def stored_run(path: Path, args, backend: str, digest: Optional[str], utts: List[Utterance],
+               digests: Dict[str, str]) -> Tuple[Optional[Dict[str, str]], Dict[str, str], str]:
+    """(Whisper's text per utterance, the stored header, why not) from the store file ``path``: text
+    only when it holds every utterance with the same audio and was made by the same model (``digest``
+    of this machine's, when it has one), search and language."""
     if not path.is_file():
-        return None, None, f"no {path}"
+        return None, {}, f"no {path}"
     try:
         header, rows = read_store(path)
     except (OSError, ValueError) as e:
-        return None, None, str(e)
-    backend = backend_and_tag(args)[0]
+        return None, {}, str(e)
     want = {"beam_size": str(args.beam_size), "language": args.language}
     if args.backend != "auto":
         want["backend"] = backend
-    here = model_digest(args.model) if backend == "faster-whisper" else None
-    if here is not None:
-        want["model_digest"] = here
+    if digest is not None:
+        want["model_digest"] = digest
     for k, v in want.items():
         if header.get(k) != v:
-            return None, None, f"{path} was made with {k} {header.get(k)}, this run's is {v}"
+            return None, header, f"{path} was made with {k} {header.get(k)}, this run's is {v}"
     missing = [u.uid for u in utts if u.uid not in rows]
     if missing:
-        return None, None, f"{path} lacks {len(missing)} of the {len(utts)} utterances (e.g. {missing[0]})"
+        return None, header, f"{path} lacks {len(missing)} of the {len(utts)} utterances (e.g. {missing[0]})"
     other = [u.uid for u in utts if rows[u.uid][0] != digests[u.uid]]
     if other:
-        return None, None, f"{path}: {len(other)} utterances have other audio (e.g. {other[0]})"
+        return None, header, f"{path}: {len(other)} utterances have other audio (e.g. {other[0]})"
+    return {u.uid: rows[u.uid][1] for u in utts}, header, ""
+
+
+def stored_rtf(header: Dict[str, str]) -> Optional[float]:
     try:
-        rtf = float(header.get("rtf", ""))
+        return float(header.get("rtf", ""))
     except ValueError:
-        rtf = None
-    return {u.uid: rows[u.uid][1] for u in utts}, rtf, ""
+        return None
 
 
 # ---------------------------------------------------------------- whisper
@@ -520,8 +512,10 @@ def main(argv=None) -> int:
         return fail(EXIT_BAD_INPUT, f"--cuts {args.cuts}: {e}")
     test = args.test_name or default_test_name(args.cuts)
     backend, tag = backend_and_tag(args)
-    header: Dict[str, object] = {"backend": backend, "model": args.model, "beam_size": args.beam_size,
-                                 "language": args.language, "threads": args.num_threads, "machine": machine()}
+    header: Dict[str, object] = {"backend": backend, "model": args.model,
+                                 "model_digest": model_digest(args.model) if backend == "faster-whisper" else None,
+                                 "beam_size": args.beam_size, "language": args.language, "threads": args.num_threads,
+                                 "machine": describe_machine()}
     digests: Dict[str, str] = {}
     raw: Optional[Dict[str, str]] = None
     if args.rescore:
@@ -532,12 +526,13 @@ def main(argv=None) -> int:
         logging.info(f"{test}: {len(utts)} utterances, Whisper's text of the earlier run scored again")
     elif args.reuse is not None:
         digests = {u.uid: audio_digest(audio_16k(u.cut)) for u in utts}
-        raw, rtf, why = stored_run(args.reuse, test, args, utts, digests)
+        raw, stored, why = stored_run(args.reuse / whisper_store_name(tag, test), args, backend,
+                                      header["model_digest"], utts, digests)
         if raw is None:
             logging.info(f"{test}: Whisper transcribes ({why})")
         else:
-            stored, _ = read_store(args.reuse / whisper_store_name(tag, test))
             header.update({k: stored.get(k) for k in STORE_KEYS})
+            rtf = stored_rtf(stored)
             logging.info(f"{test}: Whisper's text of {len(utts)} utterances from {args.reuse} "
                          f"(RTF {rtf} as measured there, on {stored.get('machine')})")
     if raw is None:
@@ -547,10 +542,8 @@ def main(argv=None) -> int:
         raw, spent, audio_sec = transcribe_all(utts, transcribe, digests)
         rtf = spent / max(audio_sec, 1e-9)
         logging.info(f"{test}: {len(utts)} utterances, {audio_sec:.1f} s of audio, RTF {rtf:.3f}")
-    if not digests:
+    if not digests:  # --rescore
         digests = {u.uid: audio_digest(audio_16k(u.cut)) for u in utts}
-    if header.get("model_digest") is None:
-        header["model_digest"] = model_digest(args.model) if backend == "faster-whisper" else None
     header["rtf"] = None if rtf is None else round(rtf, 4)
     summaries = score_and_write(utts, raw, args.output_dir, test, tag, config, rtf)
     write_store(args.output_dir / whisper_store_name(tag, test), header,
