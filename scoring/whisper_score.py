@@ -45,8 +45,10 @@ Written to ``--output-dir`` (TEST = ``--test-name``, TAG = ``whisper-NAME``):
   utterances with a P reference), ``refs-TEST-{P,N}.txt`` the references
   (so ``scoring/score.py --ref refs-... --hyp recogs-...`` rescores them),
   ``raw-TEST-TAG.txt`` Whisper's own text;
-* ``wer-summary-TEST-{P,N}-TAG.json``: every metric (zipformer_pc.metrics) and
-  the RTF of the transcription on this machine;
+* ``wer-summary-TEST-{P,N}-TAG.json``: every metric (zipformer_pc.metrics),
+  the RTF of the transcription and the machine it was measured on
+  (``rtf_machine``: another one's when the text came from ``--reuse``), and
+  where the text came from (``text_from``);
 * ``results-TEST-TAG.md``: the row of decode.py's tables (WER from the N
   output, the rest from the P output).
 
@@ -412,8 +414,11 @@ def transcribe_all(utts: List[Utterance], transcribe: Transcriber,
 
 
 def score_and_write(utts: List[Utterance], raw: Dict[str, str], out_dir: Path, test: str, tag: str,
-                    config: PunctConfig, rtf: Optional[float] = None) -> Dict[str, Dict[str, object]]:
-    """Write recogs/refs/summaries/table; returns the N and P summaries."""
+                    config: PunctConfig, rtf: Optional[float] = None, rtf_machine: Optional[str] = None,
+                    text_from: str = "transcribed") -> Dict[str, Dict[str, object]]:
+    """Write recogs/refs/summaries/table; returns the N and P summaries.  ``rtf_machine``: the machine
+    the RTF was measured on; ``text_from``: where Whisper's text came from (transcribed by this run, or
+    the store or earlier run it was read from), both kept in the summaries for the reports."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_transcripts(str(out_dir / f"raw-{test}-{tag}.txt"), [(u.uid, raw[u.uid]) for u in utts])
     triples = {
@@ -431,7 +436,8 @@ def score_and_write(utts: List[Utterance], raw: Dict[str, str], out_dir: Path, t
         write_transcripts(str(out_dir / result_name("recogs", test, mode, tag)), [(u, h) for u, _, h in pairs])
         write_transcripts(str(out_dir / f"refs-{test}-{mode}.txt"), [(u, r) for u, r, _ in pairs])
         summ = score_corpus(pairs, config).summary()
-        summ.update({"test_set": test, "mode": mode, "model_type": tag, "rtf": rtf})
+        summ.update({"test_set": test, "mode": mode, "model_type": tag, "rtf": rtf, "rtf_machine": rtf_machine,
+                     "text_from": text_from})
         (out_dir / result_name("wer-summary", test, mode, tag)).write_text(json.dumps(summ, indent=1) + "\n")
         summaries[mode] = summ
     if summaries:
@@ -446,9 +452,11 @@ def score_and_write(utts: List[Utterance], raw: Dict[str, str], out_dir: Path, t
     return summaries
 
 
-def earlier_run(out_dir: Path, test: str, tag: str, utts: List[Utterance]) -> Tuple[Dict[str, str], Optional[float]]:
+def earlier_run(out_dir: Path, test: str, tag: str,
+                utts: List[Utterance]) -> Tuple[Dict[str, str], Optional[float], Optional[str]]:
     """Whisper's text per utterance from an earlier run's ``raw-TEST-TAG.txt`` (every utterance of the
-    manifest must be there) and that run's RTF (its N summary), for ``--rescore``."""
+    manifest must be there), that run's RTF and the machine it was measured on (its N summary), for
+    ``--rescore``."""
     path = out_dir / f"raw-{test}-{tag}.txt"
     if not path.is_file():
         raise ValueError(f"no {path}: transcribe first (without --rescore)")
@@ -458,8 +466,8 @@ def earlier_run(out_dir: Path, test: str, tag: str, utts: List[Utterance]) -> Tu
         raise ValueError(f"{path} lacks {len(missing)} of the manifest's {len(utts)} utterances (e.g. {missing[0]}): "
                          "transcribe again without --rescore")
     summary = out_dir / result_name("wer-summary", test, "N", tag)
-    rtf = json.loads(summary.read_text()).get("rtf") if summary.is_file() else None
-    return {u.uid: raw[u.uid] for u in utts}, rtf
+    earlier = json.loads(summary.read_text()) if summary.is_file() else {}
+    return {u.uid: raw[u.uid] for u in utts}, earlier.get("rtf"), earlier.get("rtf_machine")
 
 
 def default_test_name(cuts_path: str) -> str:
@@ -520,7 +528,10 @@ def main(argv=None) -> int:
     raw: Optional[Dict[str, str]] = None
     if args.rescore:
         try:
-            raw, rtf = earlier_run(args.output_dir, test, tag, utts)
+            raw, rtf, machine = earlier_run(args.output_dir, test, tag, utts)
+            if machine:
+                header["machine"] = machine
+            text_from = "an earlier run (--rescore)"
         except (OSError, TranscriptError, ValueError) as e:
             return fail(EXIT_BAD_INPUT, f"--rescore: {e}")
         logging.info(f"{test}: {len(utts)} utterances, Whisper's text of the earlier run scored again")
@@ -533,6 +544,7 @@ def main(argv=None) -> int:
         else:
             header.update({k: stored.get(k) for k in STORE_KEYS})
             rtf = stored_rtf(stored)
+            text_from = f"{args.reuse.name}/{whisper_store_name(tag, test)}"
             logging.info(f"{test}: Whisper's text of {len(utts)} utterances from {args.reuse} "
                          f"(RTF {rtf} as measured there, on {stored.get('machine')})")
     if raw is None:
@@ -541,11 +553,13 @@ def main(argv=None) -> int:
         assert transcribe is not None
         raw, spent, audio_sec = transcribe_all(utts, transcribe, digests)
         rtf = spent / max(audio_sec, 1e-9)
+        text_from = "transcribed"
         logging.info(f"{test}: {len(utts)} utterances, {audio_sec:.1f} s of audio, RTF {rtf:.3f}")
     if not digests:  # --rescore
         digests = {u.uid: audio_digest(audio_16k(u.cut)) for u in utts}
     header["rtf"] = None if rtf is None else round(rtf, 4)
-    summaries = score_and_write(utts, raw, args.output_dir, test, tag, config, rtf)
+    summaries = score_and_write(utts, raw, args.output_dir, test, tag, config, rtf,
+                                rtf_machine=None if rtf is None else str(header["machine"]), text_from=text_from)
     write_store(args.output_dir / whisper_store_name(tag, test), header,
                 [(u.uid, digests[u.uid], raw[u.uid]) for u in utts])
     for mode, s in summaries.items():

@@ -50,6 +50,7 @@ from zipformer_pc.layout import (DEFAULT_CHUNK_SIZE as CHUNK, DEFAULT_LEFT_CONTE
 from zipformer_pc.lm import LM_PREFIXES
 from zipformer_pc.metrics import fmt
 from zipformer_pc.options import str2bool
+from zipformer_pc.whisper import rtf_note
 from zipformer_pc.model.loading import averaged_weights, batch_checkpoints, load_checkpoint
 
 MODES = {"N": "wer", "P": "pc_wer"}
@@ -296,7 +297,7 @@ def measured_sets(exp: Path) -> List[str]:
 
 def whisper_section(whisper_dir: Path) -> List[str]:
     """Whisper base's rows (stage 4, ``scoring/whisper_score.py``) on the sets it transcribed, or nothing."""
-    rows = []
+    rows, summaries = [], []
     for t in REPORT_SETS:
         f = {m: whisper_dir / result_name("wer-summary", t, m, whisper_suffix("base")) for m in ("N", "P")}
         if not f["N"].exists():
@@ -304,15 +305,17 @@ def whisper_section(whisper_dir: Path) -> List[str]:
         n = json.loads(f["N"].read_text())
         p = json.loads(f["P"].read_text()) if f["P"].exists() else {}
         rows.append(f"| {t} | {fmt(n.get('wer'))} | {fmt(p.get('pc_wer'))} | {fmt(p.get('punc_er'))} | "
-                    f"{fmt(p.get('case_er'))} | {fmt(p.get('per'))} | {n['rtf']:.3f} |")
+                    f"{fmt(p.get('case_er'))} | {fmt(p.get('per'))} | {'-' if n.get('rtf') is None else format(n['rtf'], '.3f')} |")
+        summaries.append(n)
     if not rows:
         return []
     return ["## Whisper base on the same sets", "",
             "The comparison system of the paper: Whisper base (74M parameters, not streaming, trained on 680k h of "
-            "real speech), run by faster-whisper on this CPU (int8, beam 5, one thread; `tools/setup_env.sh "
-            "--whisper`), its text scored with our normalization and metrics (`scoring/whisper_score.py`, stage 4).",
+            "real speech), run by faster-whisper (int8, beam 5, one thread; `tools/setup_env.sh --whisper`), its "
+            "text scored with our normalization and metrics (`scoring/whisper_score.py`, stage 4).",
             "", "| test set | WER | PC-WER | PuncER | CaseER | PER | RTF (1 thread) |", "|---|---|---|---|---|---|---|",
-            *rows, ""]
+            *rows, "", rtf_note(summaries), ""]
+
 
 
 def real_groups_section(exp: Path, whisper_dir: Path, real_cuts: Path) -> List[str]:

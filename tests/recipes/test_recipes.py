@@ -431,6 +431,9 @@ def test_whisper_score_reuses_a_store_of_the_same_audio_and_transcribes_other_au
     assert ws.main(["--cuts", str(cuts), "--output-dir", str(again), "--reuse", str(store)]) == 0
     reused = json.loads((again / "wer-summary-test-N-whisper-base.json").read_text())
     assert reused["wer"] == summary["wer"] and reused["rtf"] == pytest.approx(float(header["rtf"]))
+    # the RTF keeps the machine it was measured on, and the summary says where the text came from
+    assert summary["text_from"] == "transcribed" and summary["rtf_machine"] == header["machine"]
+    assert reused["text_from"] == "store/whisper-base-test.tsv" and reused["rtf_machine"] == header["machine"]
     assert ws.read_store(again / stored.name) == (header, rows)  # the store is written on as it was read
     assert ws.main(["--cuts", str(cuts), "--output-dir", str(tmp_path / "one"), "--reuse", str(store),
                     "--max-utterances", "1"]) == 0  # a part of the stored set
@@ -652,6 +655,28 @@ def test_a_model_kept_twice_keeps_the_corpus_its_training_read():
     assert kept.source == "commit 9dcfef7" and kept.training[0].startswith("* **norm**: 1564 batches")
     with pytest.raises(SystemExit, match="no training bullet or metric table of conditioned"):
         pub.kept_card_lines(card, "conditioned")
+
+
+def test_the_card_says_where_whisper_rtf_was_measured_and_whose_text_was_reused(tmp_path):
+    """The card's Whisper rows: the RTF is the transcribing run's, so the note names its machine, and a
+    set whose text came from the store (``--reuse``) is named; a summary without them says so."""
+    from zipformer_pc.layout import result_name, whisper_suffix
+
+    pub = load_script("egs/synth/publish_pretrained.py")
+    for test, rtf, source in (("test", 0.151, "whisper_store/whisper-base-test.tsv"), ("test_real", 0.25, "transcribed")):
+        for mode in ("N", "P"):
+            summary = {"wer": 19.97, "pc_wer": 23.92, "punc_er": 1.0, "case_er": 2.0, "per": 3.0, "rtf": rtf,
+                       "rtf_machine": "Xeon, 2 cores", "text_from": source}
+            (tmp_path / result_name("wer-summary", test, mode, whisper_suffix("base"))).write_text(json.dumps(summary))
+    lines = pub.whisper_section(tmp_path)
+    assert "| test | 19.97 | 23.92 | 1.00 | 2.00 | 3.00 | 0.151 |" in lines
+    assert "| test_real | 19.97 | 23.92 | 1.00 | 2.00 | 3.00 | 0.250 |" in lines
+    assert not any("test_ood" in line for line in lines)  # not run: no row
+    note = next(line for line in lines if line.startswith("Whisper's RTF as measured"))
+    assert "on Xeon, 2 cores." in note and "`whisper_store/whisper-base-test.tsv`" in note and "test_real" not in note
+    assert "this CPU" not in "\n".join(lines)
+    assert "(not recorded)" in pub.rtf_note([{"rtf": 0.3}])
+    assert pub.whisper_section(tmp_path / "none") == []
 
 
 def _runtime_json(path: Path, method: str, questions: bool, per: float) -> None:

@@ -79,9 +79,22 @@ def test_tables_hold_the_scores_of_the_recognitions(tmp_path):
     fabricate(exp, "cond_p0.2", "test", lambda r: r.replace("?", "."))
     fabricate(exp, "cond_rand0.2", "test", lambda r: r.replace("?", ".").replace(",", ""))
     (exp / "timing.tsv").write_text("0\t60\tdata preparation\n1\t120\ttraining\n")
+    # Whisper base's summaries (scoring/whisper_score.py), its text of test from the store
+    (exp / "whisper_base").mkdir()
+    for mode in ("N", "P"):
+        (exp / "whisper_base" / f"wer-summary-test-{mode}-whisper-base.json").write_text(json.dumps(
+            {"wer": 19.97, "pc_wer": 23.92, "punc_er": 38.7, "case_er": 13.4, "per": 33.8, "rtf": 0.151,
+             "rtf_machine": "Xeon, 2 cores", "text_from": "whisper_store/whisper-base-test.tsv"}))
     r = run(exp, results, data)
     assert r.returncode == 0, r.stderr
     md = (results / "RESULTS.md").read_text()
+
+    # Whisper base: its row in Table I, and where its RTF and text come from
+    cells = row_cells(md, "## Table I", "Whisper base (not streaming)")
+    assert cells[1:4] == ["680k h of real speech (P)", "74M", "0.15"] and "19.97" in cells
+    table_one = md[md.index("## Table I"):md.index("## Table II")]
+    assert "on Xeon, 2 cores." in table_one and "`whisper_store/whisper-base-test.tsv`" in table_one
+    assert "Whisper base (not streaming)" not in md[md.index("## Table II"):md.index("## Table III")]  # not run
 
     # perfect system: zeros everywhere
     cells = row_cells(md, "## Table I", "conditioned")

@@ -48,6 +48,7 @@ from zipformer_pc.layout import (DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES
 from zipformer_pc.machine import describe_machine
 from zipformer_pc.metrics import compare_systems, per_mark_table, score_corpus
 from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_transcripts
+from zipformer_pc.whisper import rtf_note
 
 REFERENCE = "cond_p"  # the reference system of the significance marks
 MAIN_COLUMNS = (("WER", "wer"), ("PuncER", "punc_er"), ("CaseER", "case_er"), ("PC-WER", "pc_wer"),
@@ -389,6 +390,7 @@ def whisper_summary(exp_dir: Path, test: str) -> Optional[Dict[str, object]]:
     n = json.loads(files["N"].read_text())
     out: Dict[str, object] = dict(json.loads(files["P"].read_text())) if files["P"].exists() else {}
     out["wer"], out["rtf"] = n.get("wer"), n.get("rtf")
+    out["rtf_machine"], out["text_from"] = n.get("rtf_machine"), n.get("text_from")
     return out
 
 
@@ -534,6 +536,10 @@ def main(argv=None) -> None:
         head = ["training data", "params"] + (["RTF (ONNX, 1 thread)"] if ti == 0 else [])
         lines.extend(table(head, rows))
         w("")
+        if whisper is not None:
+            w("Whisper base: faster-whisper (int8, beam 5, one thread), its text through our normalization and "
+              "metrics (`scoring/whisper_score.py`). " + rtf_note([whisper]))
+            w("")
         for subset, r in restoration_scores(args.data_dir, test):
             w(f"The text restoration model (`restore/{subset}`: the cascade's second stage, and the writer of the "
               f"P' references) on the reference words of `{test}`, no ASR: PuncER {fmt(r['punc_er'])}, "
