@@ -39,6 +39,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -136,6 +137,50 @@ def voices_line(part: str, names: List[str], listed: int = 16) -> str:
     per_engine = ", ".join(f"{k} {v}" for k, v in sorted(engines.items()))
     step = max(1, len(names) // 8)
     return (f"* voices of `{part}`: {len(names)} ({per_engine}), e.g. {', '.join(names[::step][:8])}")
+
+
+def speaker_hours(cuts: Path) -> Dict[str, float]:
+    """Hours of speech per supervision speaker of a cut manifest."""
+    hours: Dict[str, float] = {}
+    with gzip.open(cuts, "rt") as f:
+        for line in f:
+            for sup in json.loads(line).get("supervisions", []):
+                name = sup.get("speaker") or "?"
+                hours[name] = hours.get(name, 0.0) + float(sup.get("duration", 0.0)) / 3600
+    return hours
+
+
+def is_tts_voice(name: str) -> bool:
+    """Whether ``name`` is one of prepare.sh's TTS voices (local/tts.py owns their names); the other
+    speakers of a training corpus are people (e.g. ``--dataset games`` or ``custom``)."""
+    local = str(Path(__file__).resolve().parents[2] / "local")
+    if local not in sys.path:
+        sys.path.insert(0, local)
+    from tts import voice_by_name
+
+    return voice_by_name(name) is not None
+
+
+def training_corpus(train_cuts: str, data_dir: Path) -> Tuple[Path, Path]:
+    """The cut manifest the conditioned model trained on (its checkpoint's ``--train-cuts``, when that
+    file is on this machine; else ``data_dir``'s train cuts) and the ``stats.md`` of its corpus (that
+    manifest's corpus folder's, e.g. a ``local/join_corpora.py`` join's; else ``data_dir``'s)."""
+    cuts = Path(train_cuts) if train_cuts else None
+    if cuts is not None and cuts.is_file():
+        stats = cuts.parent.parent / "stats.md"
+        return cuts, stats if stats.is_file() else data_dir / "stats.md"
+    return data_dir / "fbank" / "synth_cuts_train.jsonl.gz", data_dir / "stats.md"
+
+
+def people_line(hours: Dict[str, float]) -> str:
+    """``* people's speech in it: ...`` (the speakers that are not TTS voices, with their hours), or ''."""
+    people = {n: h for n, h in hours.items() if not is_tts_voice(n)}
+    if not people:
+        return ""
+    total = sum(hours.values())
+    each = ", ".join(f"{n} {h:.1f} h" for n, h in sorted(people.items()))
+    return (f"* people's speech in it: {sum(people.values()):.1f} h of its {total:.1f} h ({each}; "
+            "docs/real-speech.md says where each comes from and who transcribed it)")
 
 
 def marks_note(data_dir: Path) -> str:
@@ -691,7 +736,8 @@ def main() -> None:
     rtf = (args.exp_dir / "rtf.md").read_text() if (args.exp_dir / "rtf.md").exists() else "(not measured)\n"
     latency = args.exp_dir / "latency.md"
     latency = latency.read_text().split("\n\n")[-1] if latency.exists() else "(not measured)\n"
-    stats = (args.data_dir / "stats.md").read_text() if (args.data_dir / "stats.md").exists() else ""
+    train_cuts, stats_file = training_corpus(card["conditioned"]["args"].get("train_cuts", ""), args.data_dir)
+    stats = stats_file.read_text() if stats_file.exists() else ""
 
     source = text_source(args.text_hours)
     lines = ["# Pretrained models: tiny streaming Zipformer transducers on the synthetic corpus", "",
@@ -747,8 +793,11 @@ def main() -> None:
     lines += real_speech_section(args.exp_dir,
                                  args.data_dir.parent / "real" / "fbank" / f"real_cuts_{REAL_SET}.jsonl.gz")
     fbank = args.data_dir / "fbank"
-    voices = {part: speakers(fbank / f"synth_cuts_{part}.jsonl.gz") for part in ("train", "test_ood")
-              if (fbank / f"synth_cuts_{part}.jsonl.gz").exists()}
+    hours = speaker_hours(train_cuts) if train_cuts.exists() else {}
+    voices = {"train": sorted(hours)} if hours else {}
+    if (fbank / "synth_cuts_test_ood.jsonl.gz").exists():
+        voices["test_ood"] = speakers(fbank / "synth_cuts_test_ood.jsonl.gz")
+    people = people_line(hours)
     lines += ["## Use", "", "```bash",
               "python -m zipformer_pc.transcribe --model-dir egs/synth/pretrained speech.wav   # prints P and N",
               "python -m zipformer_pc.transcribe --model-dir egs/synth/pretrained --int8 true --output out.tsv wavs/",
@@ -776,14 +825,19 @@ def main() -> None:
               "`prepare.sh --extra-voices F` has a share F of the training utterances read by 12 speakers of other "
               "engines (svox pico, RHVoice, MBROLA, festival's rab and don, Piper: the prefixes pico, rhv, mbr, fest, "
               "piper below), and `local/add_readings.py` adds such readings of the training text to a corpus.", ""]
+    if train_cuts.exists():
+        lines.append(f"* the conditioned model's training cuts: `{train_cuts}`")
     for part, names in voices.items():
         lines.append(voices_line(part, names))
+    if people:
+        lines.append(people)
     for name in kept:
         lines.append(kept_corpus_line(name, kept[name].source))
+    heard = ("Trained mostly on synthetic speech, with a few hours of people's (above)" if people
+             else "Trained on synthetic speech only")
     lines += ["", stats.strip(), "", "## Known limits", "",
-              "* Trained on synthetic speech only: on recordings of people (`test_real`, above, when measured; "
-              "docs/real-speech.md) it is far worse than on `test`, and worse still with other accents, noise or "
-              "far-field audio.",
+              f"* {heard}: on recordings of people (`test_real`, above, when measured; docs/real-speech.md) it is "
+              "far worse than on `test`, and worse still with other accents, noise or far-field audio.",
               "* Domain: 19th-century English prose; vocabulary outside it (names, numbers, modern words) is weak.",
               f"* Punctuation: {marks_note(args.data_dir)}",
               f"* The ONNX export is fixed to chunk {CHUNK} ({CHUNK * 20} ms of audio per encoder call) and left "

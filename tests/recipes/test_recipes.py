@@ -679,6 +679,34 @@ def test_the_card_says_where_whisper_rtf_was_measured_and_whose_text_was_reused(
     assert pub.whisper_section(tmp_path / "none") == []
 
 
+def test_the_card_describes_the_corpus_the_model_trained_on_and_the_people_in_it(tmp_path):
+    """The Data section reads the conditioned model's own --train-cuts (a join of corpora, with its
+    stats.md), counts the hours of each speaker and names those that are no TTS voice as people."""
+    import gzip
+
+    pub = load_script("egs/synth/publish_pretrained.py")
+    join = tmp_path / "try4"
+    (join / "fbank").mkdir(parents=True)
+    (join / "stats.md").write_text("| manifest | utts |\n")
+    cuts = join / "fbank" / "synth_cuts_train_p1.jsonl.gz"
+    rows = [("g-fotaq-1", "fotaq", 3600.0), ("g-bass-1", "bass", 1800.0), ("s-1", "espk-us-m6", 1800.0),
+            ("k-1", "kokmix-003", 360.0)]
+    with gzip.open(cuts, "wt") as f:
+        for uid, speaker, seconds in rows:
+            f.write(json.dumps({"id": uid, "supervisions": [{"id": uid, "speaker": speaker, "duration": seconds}]})
+                    + "\n")
+    data = tmp_path / "data"
+    assert pub.training_corpus(str(cuts), data) == (cuts, join / "stats.md")
+    # the manifest is not on this machine: the data dir's corpus describes it
+    assert pub.training_corpus(str(tmp_path / "gone.jsonl.gz"), data) == \
+        (data / "fbank" / "synth_cuts_train.jsonl.gz", data / "stats.md")
+    hours = pub.speaker_hours(cuts)
+    assert hours == pytest.approx({"fotaq": 1.0, "bass": 0.5, "espk-us-m6": 0.5, "kokmix-003": 0.1})
+    assert pub.is_tts_voice("espk-us-m6") and pub.is_tts_voice("kokmix-003") and not pub.is_tts_voice("fotaq")
+    assert pub.people_line(hours).startswith("* people's speech in it: 1.5 h of its 2.1 h (bass 0.5 h, fotaq 1.0 h;")
+    assert pub.people_line({"espk-us-m6": 2.0}) == ""  # synthetic speech only
+
+
 def _runtime_json(path: Path, method: str, questions: bool, per: float) -> None:
     path.write_text(json.dumps({"rtf": 0.05, "search": {"decoding_method": method, "lms": ["N", "P"] if method !=
                                                         "greedy_search" else [], "questions": questions,
