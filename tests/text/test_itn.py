@@ -272,7 +272,9 @@ def test_the_command_line_writes_digits_in_p_only_with_word_times_of_the_spans(s
     plain, digits = got["false"], got["true"]
     assert digits["text"]["N"] == plain["text"]["N"] and "twenty" in plain["text"]["N"]
     assert digits["text"]["P"] == rewrite(plain["text"]["P"]) != plain["text"]["P"]
-    assert "25" in digits["text"]["P"] and "10:30" in digits["text"]["P"], digits["text"]
+    assert "25" in digits["text"]["P"], digits["text"]
+    if "half past ten" in plain["text"]["P"].lower():  # the time, when the model heard it as said
+        assert "10:30" in digits["text"]["P"], digits["text"]
     for a, b in zip(plain["segments"], digits["segments"]):
         assert b["words"]["N"] == a["words"]["N"] and b["tokens"] == a["tokens"]
         spoken_words = a["words"]["P"]
