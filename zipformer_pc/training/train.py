@@ -907,7 +907,8 @@ def run(rank: int, world_size: int, args) -> None:
         (exp_dir / "model_config.json").write_text(json.dumps(model_config, indent=1) + "\n")
         n_enc = count_parameters(model.encoder)
         logging.info(f"Parameters: {count_parameters(model):,} in total, {n_enc:,} in the encoder "
-                     f"({args.model_type}, encoder {args.encoder})")
+                     f"({args.model_type}, encoder {args.encoder if not args.init_from else 'of --init-from'}: "
+                     f"{model_config['encoder']['num_encoder_layers']} layers per stack)")
     if args.freeze_encoder:
         model.freeze_encoder()
         logging.info("--freeze-encoder: the encoder is not trained")
