@@ -40,7 +40,7 @@ def test_each_model_type_trains_a_few_steps(tiny_corpus, tmp_path, model_type):
     # the tiny encoder's CPU defaults fill what the command leaves out, and say so
     assert "Defaults of --encoder tiny used for: " in r.stderr and "--loss pruned" in r.stderr
     assert "Transducer loss: pruned (pruned RNN-T in plain PyTorch" in r.stderr  # no k2 here: logged
-    assert f"({model_type}, encoder tiny)" in r.stderr
+    assert f"({model_type}, encoder tiny: 1,1,1,1,1,1 layers per stack)" in r.stderr
     ck = torch.load(tmp_path / "checkpoint-2.pt", weights_only=False)
     assert ck["model_config"]["head"]["model_type"] == model_type
     assert ck["batch_idx_train"] == 2
