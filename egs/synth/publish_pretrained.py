@@ -116,14 +116,20 @@ def metric_table(name: str, m: Dict[str, Dict[str, dict]]) -> List[str]:
     return rows
 
 
-def speakers(cuts: Path) -> List[str]:
-    """The TTS voices (supervision speakers) of a cut manifest."""
-    found = set()
+def speaker_hours(cuts: Path) -> Dict[str, float]:
+    """Hours of speech per supervision speaker of a cut manifest."""
+    hours: Dict[str, float] = {}
     with gzip.open(cuts, "rt") as f:
         for line in f:
             for sup in json.loads(line).get("supervisions", []):
-                found.add(sup.get("speaker") or "?")
-    return sorted(found)
+                name = sup.get("speaker") or "?"
+                hours[name] = hours.get(name, 0.0) + float(sup.get("duration", 0.0)) / 3600
+    return hours
+
+
+def speakers(cuts: Path) -> List[str]:
+    """The voices (supervision speakers) of a cut manifest."""
+    return sorted(speaker_hours(cuts))
 
 
 def voices_line(part: str, names: List[str], listed: int = 16) -> str:
@@ -137,17 +143,6 @@ def voices_line(part: str, names: List[str], listed: int = 16) -> str:
     per_engine = ", ".join(f"{k} {v}" for k, v in sorted(engines.items()))
     step = max(1, len(names) // 8)
     return (f"* voices of `{part}`: {len(names)} ({per_engine}), e.g. {', '.join(names[::step][:8])}")
-
-
-def speaker_hours(cuts: Path) -> Dict[str, float]:
-    """Hours of speech per supervision speaker of a cut manifest."""
-    hours: Dict[str, float] = {}
-    with gzip.open(cuts, "rt") as f:
-        for line in f:
-            for sup in json.loads(line).get("supervisions", []):
-                name = sup.get("speaker") or "?"
-                hours[name] = hours.get(name, 0.0) + float(sup.get("duration", 0.0)) / 3600
-    return hours
 
 
 def is_tts_voice(name: str) -> bool:
@@ -349,8 +344,9 @@ def whisper_section(whisper_dir: Path) -> List[str]:
             continue
         n = json.loads(f["N"].read_text())
         p = json.loads(f["P"].read_text()) if f["P"].exists() else {}
+        rtf = "-" if n.get("rtf") is None else f"{n['rtf']:.3f}"
         rows.append(f"| {t} | {fmt(n.get('wer'))} | {fmt(p.get('pc_wer'))} | {fmt(p.get('punc_er'))} | "
-                    f"{fmt(p.get('case_er'))} | {fmt(p.get('per'))} | {'-' if n.get('rtf') is None else format(n['rtf'], '.3f')} |")
+                    f"{fmt(p.get('case_er'))} | {fmt(p.get('per'))} | {rtf} |")
         summaries.append(n)
     if not rows:
         return []
@@ -360,7 +356,6 @@ def whisper_section(whisper_dir: Path) -> List[str]:
             "text scored with our normalization and metrics (`scoring/whisper_score.py`, stage 4).",
             "", "| test set | WER | PC-WER | PuncER | CaseER | PER | RTF (1 thread) |", "|---|---|---|---|---|---|---|",
             *rows, "", rtf_note(summaries), ""]
-
 
 
 def real_groups_section(exp: Path, whisper_dir: Path, real_cuts: Path) -> List[str]:

@@ -9,8 +9,9 @@ Usage:
 (``train.py --init-from`` takes the encoder's sizes from the checkpoint, so the
 run trains the grown encoder.)  ``--num-encoder-layers`` gives each stack at
 least as many layers as the trained model has (the tiny encoder: one per
-stack), everything else of the encoder stays as it was.  The stack's layers are the trained ones, in order; each new
-layer after them is a copy of the stack's last trained layer whose two
+stack); everything else of the encoder stays as it was.  A stack's layers are
+the trained ones, in order; each new layer after them is a copy of the
+stack's last trained layer whose two
 bypasses (``ZipformerLayer.bypass_mid`` and ``.bypass``: ``x + c * (layer(x) -
 x)``) start at their smallest scale (``--new-bypass-scale``, 0.2 = the clamp's
 floor), so that the grown model starts near the trained one and training
@@ -86,7 +87,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise ValueError("no model weights with their model_config in it")
         old = EncoderConfig(**src["model_config"]["encoder"])
         new = dataclasses.replace(old, num_encoder_layers=args.num_encoder_layers)
-        new.stack_values("num_encoder_layers")  # one value per stack, or ValueError
         weights = grown_weights(src["model"], old, new, args.new_bypass_scale)
     except (OSError, ValueError, KeyError, TypeError) as e:
         logging.error(f"--from {args.source}: {e}")
