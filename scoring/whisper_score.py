@@ -91,7 +91,7 @@ from zipformer_pc.data.references import get_n, get_p
 from zipformer_pc.text import PunctConfig, normalized, parse_punct_args, punctuated
 from zipformer_pc.transcripts import TranscriptError, read_transcripts, write_transcripts
 from zipformer_pc.options import str2bool
-from zipformer_pc.whisper import ct2_model_dir
+from zipformer_pc.whisper import RUN_KEYS, compute_type, ct2_model_dir
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_PACKAGE = 3
@@ -159,7 +159,7 @@ def get_parser() -> argparse.ArgumentParser:
 # later run on the same audio score Whisper's rows without transcribing again (about 35 minutes of one
 # core for test, test_ood and test_real), e.g. on a machine where Whisper is not installed.
 
-STORE_KEYS = ("backend", "model", "model_digest", "beam_size", "language", "rtf", "threads", "machine")
+STORE_KEYS = ("backend", "model", "model_digest", "beam_size", "language", "rtf", "threads", "machine", "compute")
 
 
 def audio_digest(audio: np.ndarray) -> str:
@@ -267,7 +267,7 @@ def load_faster_whisper(args, model_dir: Path) -> Transcriber:
     """faster-whisper (CTranslate2) on a local model directory: never downloads."""
     fw = import_faster_whisper()
     logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # not a line per utterance
-    compute = "int8" if args.device == "cpu" else "float16"
+    compute = compute_type(args.device)
     logging.info(f"Loading Whisper from {model_dir} with faster-whisper on {args.device} ({compute}, "
                  f"{args.num_threads} thread(s))")
     model = fw.WhisperModel(str(model_dir), device=args.device, compute_type=compute, cpu_threads=args.num_threads,
@@ -415,10 +415,12 @@ def transcribe_all(utts: List[Utterance], transcribe: Transcriber,
 
 def score_and_write(utts: List[Utterance], raw: Dict[str, str], out_dir: Path, test: str, tag: str,
                     config: PunctConfig, rtf: Optional[float] = None, rtf_machine: Optional[str] = None,
-                    text_from: str = "transcribed") -> Dict[str, Dict[str, object]]:
+                    text_from: str = "transcribed", run: Optional[Dict[str, object]] = None
+                    ) -> Dict[str, Dict[str, object]]:
     """Write recogs/refs/summaries/table; returns the N and P summaries.  ``rtf_machine``: the machine
     the RTF was measured on; ``text_from``: where Whisper's text came from (transcribed by this run, or
-    the store or earlier run it was read from), both kept in the summaries for the reports."""
+    the store or earlier run it was read from), both kept in the summaries for the reports, as is ``run``
+    (how Whisper ran: RUN_KEYS)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_transcripts(str(out_dir / f"raw-{test}-{tag}.txt"), [(u.uid, raw[u.uid]) for u in utts])
     triples = {
@@ -438,6 +440,7 @@ def score_and_write(utts: List[Utterance], raw: Dict[str, str], out_dir: Path, t
         summ = score_corpus(pairs, config).summary()
         summ.update({"test_set": test, "mode": mode, "model_type": tag, "rtf": rtf, "rtf_machine": rtf_machine,
                      "text_from": text_from})
+        summ.update({k: (run or {}).get(k) for k in RUN_KEYS})
         (out_dir / result_name("wer-summary", test, mode, tag)).write_text(json.dumps(summ, indent=1) + "\n")
         summaries[mode] = summ
     if summaries:
@@ -523,7 +526,8 @@ def main(argv=None) -> int:
     header: Dict[str, object] = {"backend": backend, "model": args.model,
                                  "model_digest": model_digest(args.model) if backend == "faster-whisper" else None,
                                  "beam_size": args.beam_size, "language": args.language, "threads": args.num_threads,
-                                 "machine": describe_machine()}
+                                 "machine": describe_machine(),
+                                 "compute": compute_type(args.device) if backend == "faster-whisper" else None}
     digests: Dict[str, str] = {}
     raw: Optional[Dict[str, str]] = None
     if args.rescore:
@@ -559,7 +563,8 @@ def main(argv=None) -> int:
         digests = {u.uid: audio_digest(audio_16k(u.cut)) for u in utts}
     header["rtf"] = None if rtf is None else round(rtf, 4)
     summaries = score_and_write(utts, raw, args.output_dir, test, tag, config, rtf,
-                                rtf_machine=None if rtf is None else str(header["machine"]), text_from=text_from)
+                                rtf_machine=None if rtf is None else str(header["machine"]), text_from=text_from,
+                                run={k: header.get(k) for k in RUN_KEYS})
     write_store(args.output_dir / whisper_store_name(tag, test), header,
                 [(u.uid, digests[u.uid], raw[u.uid]) for u in utts])
     for mode, s in summaries.items():

@@ -3,8 +3,9 @@ knows the folder ``bash tools/setup_env.sh --whisper`` fills
 (``<venv>/share/whisper/<name>``, ``$ZPC_WHISPER_DIR`` overriding the share
 folder).  Used by ``scoring/whisper_score.py`` (the comparison rows) and
 ``local/pseudo_label.py`` (the teacher's transcripts).  Also the one sentence the
-reports (the model card, RESULTS.md) write under Whisper's rows: where its RTF
-was measured and whose text was reused (:func:`rtf_note`)."""
+reports (the model card, RESULTS.md) write about Whisper's rows: how it ran
+(:func:`setup_note`, from the run's own summaries), where its RTF was measured and
+whose text was reused (:func:`rtf_note`)."""
 
 import os
 import sys
@@ -22,6 +23,35 @@ def ct2_model_dir(name: str) -> Optional[Path]:
     share = Path(os.getenv("ZPC_WHISPER_DIR") or Path(sys.prefix) / "share" / "whisper")
     d = share / name
     return d if (d / "model.bin").is_file() else None
+
+
+# how Whisper ran: kept in every whisper_score.py summary, read by setup_note
+RUN_KEYS = ("backend", "compute", "beam_size", "threads")
+
+
+def compute_type(device: str) -> str:
+    """faster-whisper's precision on ``device``: int8 on a CPU, float16 on a GPU."""
+    return "int8" if device == "cpu" else "float16"
+
+
+def setup_note(summaries: Iterable[Dict[str, object]]) -> str:
+    """How Whisper ran, from whisper_score.py's summaries (``backend``, ``compute``, ``beam_size``,
+    ``threads``): 'faster-whisper (int8, beam 5, one thread)'; runs that differ are all named."""
+    described = []
+    for s in summaries:
+        if not s.get("backend"):
+            continue
+        beam = str(s.get("beam_size") or "")
+        threads = str(s.get("threads") or "")
+        parts = [str(s["compute"])] if s.get("compute") not in (None, "None") else []
+        if beam:
+            parts.append("greedy search" if beam == "0" else f"beam {beam}")
+        if threads:
+            parts.append("one thread" if threads == "1" else f"{threads} threads")
+        text = f"{s['backend']} ({', '.join(parts)})" if parts else str(s["backend"])
+        if text not in described:
+            described.append(text)
+    return "; ".join(described) if described else "a Whisper back end (its settings not recorded)"
 
 
 def rtf_note(summaries: Iterable[Dict[str, object]]) -> str:

@@ -51,7 +51,7 @@ from zipformer_pc.layout import (DEFAULT_CHUNK_SIZE as CHUNK, DEFAULT_LEFT_CONTE
 from zipformer_pc.lm import LM_PREFIXES
 from zipformer_pc.metrics import fmt
 from zipformer_pc.options import str2bool
-from zipformer_pc.whisper import rtf_note
+from zipformer_pc.whisper import rtf_note, setup_note
 from zipformer_pc.model.loading import averaged_weights, batch_checkpoints, load_checkpoint
 
 MODES = {"N": "wer", "P": "pc_wer"}
@@ -352,7 +352,7 @@ def whisper_section(whisper_dir: Path) -> List[str]:
         return []
     return ["## Whisper base on the same sets", "",
             "The comparison system of the paper: Whisper base (74M parameters, not streaming, trained on 680k h of "
-            "real speech), run by faster-whisper (int8, beam 5, one thread; `tools/setup_env.sh --whisper`), its "
+            f"real speech), run by {setup_note(summaries)} (installed by `tools/setup_env.sh --whisper`), its "
             "text scored with our normalization and metrics (`scoring/whisper_score.py`, stage 4).",
             "", "| test set | WER | PC-WER | PuncER | CaseER | PER | RTF (1 thread) |", "|---|---|---|---|---|---|---|",
             *rows, "", rtf_note(summaries), ""]

@@ -434,6 +434,11 @@ def test_whisper_score_reuses_a_store_of_the_same_audio_and_transcribes_other_au
     # the RTF keeps the machine it was measured on, and the summary says where the text came from
     assert summary["text_from"] == "transcribed" and summary["rtf_machine"] == header["machine"]
     assert reused["text_from"] == "store/whisper-base-test.tsv" and reused["rtf_machine"] == header["machine"]
+    # how Whisper ran goes into every summary (the reports' setup_note), the stored run's when reused
+    for run in (summary, reused):
+        assert [str(run[k]) for k in ("backend", "beam_size", "threads")] == ["openai-whisper", "5", "1"]
+    from zipformer_pc.whisper import setup_note
+    assert setup_note([summary]) == setup_note([reused]) == "openai-whisper (beam 5, one thread)"
     assert ws.read_store(again / stored.name) == (header, rows)  # the store is written on as it was read
     assert ws.main(["--cuts", str(cuts), "--output-dir", str(tmp_path / "one"), "--reuse", str(store),
                     "--max-utterances", "1"]) == 0  # a part of the stored set
@@ -666,7 +671,8 @@ def test_the_card_says_where_whisper_rtf_was_measured_and_whose_text_was_reused(
     for test, rtf, source in (("test", 0.151, "whisper_store/whisper-base-test.tsv"), ("test_real", 0.25, "transcribed")):
         for mode in ("N", "P"):
             summary = {"wer": 19.97, "pc_wer": 23.92, "punc_er": 1.0, "case_er": 2.0, "per": 3.0, "rtf": rtf,
-                       "rtf_machine": "Xeon, 2 cores", "text_from": source}
+                       "rtf_machine": "Xeon, 2 cores", "text_from": source, "backend": "faster-whisper",
+                       "compute": "int8", "beam_size": "5", "threads": "1" if test == "test" else "2"}
             (tmp_path / result_name("wer-summary", test, mode, whisper_suffix("base"))).write_text(json.dumps(summary))
     lines = pub.whisper_section(tmp_path)
     assert "| test | 19.97 | 23.92 | 1.00 | 2.00 | 3.00 | 0.151 |" in lines
@@ -676,6 +682,12 @@ def test_the_card_says_where_whisper_rtf_was_measured_and_whose_text_was_reused(
     assert "on Xeon, 2 cores." in note and "`whisper_store/whisper-base-test.tsv`" in note and "test_real" not in note
     assert "this CPU" not in "\n".join(lines)
     assert "(not recorded)" in pub.rtf_note([{"rtf": 0.3}])
+    # how it ran, from the summaries: two runs that differ are both named
+    assert ("run by faster-whisper (int8, beam 5, one thread); faster-whisper (int8, beam 5, 2 threads) "
+            "(installed by `tools/setup_env.sh --whisper`), its text") in "\n".join(lines)
+    assert pub.setup_note([{"rtf": 0.3}]) == "a Whisper back end (its settings not recorded)"
+    assert pub.setup_note([{"backend": "openai-whisper", "compute": "cpu", "beam_size": "0", "threads": "1"}]) == \
+        "openai-whisper (cpu, greedy search, one thread)"
     assert pub.whisper_section(tmp_path / "none") == []
 
 

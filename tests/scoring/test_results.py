@@ -84,7 +84,8 @@ def test_tables_hold_the_scores_of_the_recognitions(tmp_path):
     for mode in ("N", "P"):
         (exp / "whisper_base" / f"wer-summary-test-{mode}-whisper-base.json").write_text(json.dumps(
             {"wer": 19.97, "pc_wer": 23.92, "punc_er": 38.7, "case_er": 13.4, "per": 33.8, "rtf": 0.151,
-             "rtf_machine": "Xeon, 2 cores", "text_from": "whisper_store/whisper-base-test.tsv"}))
+             "rtf_machine": "Xeon, 2 cores", "text_from": "whisper_store/whisper-base-test.tsv",
+             "backend": "faster-whisper", "compute": "int8", "beam_size": "5", "threads": "1"}))
     r = run(exp, results, data)
     assert r.returncode == 0, r.stderr
     md = (results / "RESULTS.md").read_text()
@@ -94,6 +95,7 @@ def test_tables_hold_the_scores_of_the_recognitions(tmp_path):
     assert cells[1:4] == ["680k h of real speech (P)", "74M", "0.15"] and "19.97" in cells
     table_one = md[md.index("## Table I"):md.index("## Table II")]
     assert "on Xeon, 2 cores." in table_one and "`whisper_store/whisper-base-test.tsv`" in table_one
+    assert "Whisper base: faster-whisper (int8, beam 5, one thread), its text through" in table_one
     assert "Whisper base (not streaming)" not in md[md.index("## Table II"):md.index("## Table III")]  # not run
 
     # perfect system: zeros everywhere

@@ -48,7 +48,7 @@ from zipformer_pc.layout import (DEFAULT_CHUNK_SIZE, DEFAULT_LEFT_CONTEXT_FRAMES
 from zipformer_pc.machine import describe_machine
 from zipformer_pc.metrics import compare_systems, per_mark_table, score_corpus
 from zipformer_pc.transcripts import TranscriptError, pair_transcripts, read_transcripts
-from zipformer_pc.whisper import rtf_note
+from zipformer_pc.whisper import RUN_KEYS, rtf_note, setup_note
 
 REFERENCE = "cond_p"  # the reference system of the significance marks
 MAIN_COLUMNS = (("WER", "wer"), ("PuncER", "punc_er"), ("CaseER", "case_er"), ("PC-WER", "pc_wer"),
@@ -391,6 +391,7 @@ def whisper_summary(exp_dir: Path, test: str) -> Optional[Dict[str, object]]:
     out: Dict[str, object] = dict(json.loads(files["P"].read_text())) if files["P"].exists() else {}
     out["wer"], out["rtf"] = n.get("wer"), n.get("rtf")
     out["rtf_machine"], out["text_from"] = n.get("rtf_machine"), n.get("text_from")
+    out.update({k: n.get(k) for k in RUN_KEYS})
     return out
 
 
@@ -537,7 +538,7 @@ def main(argv=None) -> None:
         lines.extend(table(head, rows))
         w("")
         if whisper is not None:
-            w("Whisper base: faster-whisper (int8, beam 5, one thread), its text through our normalization and "
+            w(f"Whisper base: {setup_note([whisper])}, its text through our normalization and "
               "metrics (`scoring/whisper_score.py`). " + rtf_note([whisper]))
             w("")
         for subset, r in restoration_scores(args.data_dir, test):
