@@ -546,7 +546,8 @@ def main(argv=None) -> int:
         if raw is None:
             logging.info(f"{test}: Whisper transcribes ({why})")
         else:
-            header.update({k: stored.get(k) for k in STORE_KEYS})
+            # a key the store has not (an older file) or wrote as "None" is not known
+            header.update({k: None if stored.get(k) == "None" else stored.get(k) for k in STORE_KEYS})
             rtf = stored_rtf(stored)
             text_from = f"{args.reuse.name}/{whisper_store_name(tag, test)}"
             logging.info(f"{test}: Whisper's text of {len(utts)} utterances from {args.reuse} "

@@ -41,9 +41,8 @@ def setup_note(summaries: Iterable[Dict[str, object]]) -> str:
     for s in summaries:
         if not s.get("backend"):
             continue
-        beam = str(s.get("beam_size") or "")
-        threads = str(s.get("threads") or "")
-        parts = [str(s["compute"])] if s.get("compute") not in (None, "None") else []
+        beam, threads = ("" if s.get(k) is None else str(s[k]) for k in ("beam_size", "threads"))
+        parts = [str(s["compute"])] if s.get("compute") is not None else []
         if beam:
             parts.append("greedy search" if beam == "0" else f"beam {beam}")
         if threads:

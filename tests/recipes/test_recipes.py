@@ -688,6 +688,9 @@ def test_the_card_says_where_whisper_rtf_was_measured_and_whose_text_was_reused(
     assert pub.setup_note([{"rtf": 0.3}]) == "a Whisper back end (its settings not recorded)"
     assert pub.setup_note([{"backend": "openai-whisper", "compute": "cpu", "beam_size": "0", "threads": "1"}]) == \
         "openai-whisper (cpu, greedy search, one thread)"
+    # a fresh run's summary holds numbers: greedy search is beam 0
+    assert pub.setup_note([{"backend": "faster-whisper", "compute": None, "beam_size": 0, "threads": 1}]) == \
+        "faster-whisper (greedy search, one thread)"
     assert pub.whisper_section(tmp_path / "none") == []
 
 
