@@ -54,6 +54,7 @@ from zipformer_pc.options import str2bool
 from zipformer_pc.whisper import rtf_note, setup_note
 from zipformer_pc.model.loading import averaged_weights, batch_checkpoints, load_checkpoint
 
+ROOT = Path(__file__).resolve().parents[2]
 MODES = {"N": "wer", "P": "pc_wer"}
 
 
@@ -296,13 +297,48 @@ def published_from(out: Path, name: str, exp: Path) -> bool:
     return b is not None and (exp / f"checkpoint-{b}.pt").exists()
 
 
+STARTED_FROM = "the weights it started from ("
+
+
+def cut_lineage(how: str) -> str:
+    """``how`` (the weights' description) with the description of the weights a mix started from left out.
+
+    ``zipformer_pc.training.interpolate`` writes "x the weights it started from (PATH: how PATH was made)",
+    and that was a mix too, so every republication nested one model more: the card keeps PATH and the
+    earlier card (named by its commit in the start note) says the rest."""
+    out, i = [], 0
+    while True:
+        j = how.find(STARTED_FROM, i)
+        if j < 0:
+            return "".join(out) + how[i:]
+        k, depth = j + len(STARTED_FROM), 1
+        end = k
+        while end < len(how) and depth:
+            depth += {"(": 1, ")": -1}.get(how[end], 0)
+            end += 1
+        inner = how[k:end - 1] if depth == 0 else how[k:]
+        out.append(how[i:k] + inner.split(": ", 1)[0] + ")")
+        i = end
+
+
+def card_beside(weights: str) -> str:
+    """The path, from the project root as ``git show`` wants it, of the model card beside published ``weights``."""
+    p = Path(weights)
+    if p.is_absolute():
+        try:
+            p = p.resolve().relative_to(ROOT)
+        except ValueError:
+            pass
+    return (p.parent / "MODEL_CARD.md").as_posix()
+
+
 def start_note(name: str, source: str, old_card: str, same_run: bool = False) -> str:
     """Where model ``name`` started (``source``: its first run's --init-from, or ''), for its training bullet.
 
     ``same_run``: the earlier card describes an earlier point of this very run, so its note (which may
     have been written by hand) still holds.  When the run continued the previously published model of its
-    name, the earlier card says what that one was (its run and its own start), so the lineage survives
-    every republication."""
+    name, the earlier card's bullet says what that one was, and the earlier card (by its commit) the models
+    before it: one model back, so the note does not grow with every republication."""
     prev = old_card.splitlines()
     prev_start = next((x.strip() for x in prev if x.strip().startswith(f"The {name} model ")), "")
     if same_run and prev_start:
@@ -310,10 +346,14 @@ def start_note(name: str, source: str, old_card: str, same_run: bool = False) ->
     if Path(source).name == f"{name}.pt":
         prev_run = next((x.split(":", 1)[1].strip() for x in prev if x.startswith(f"* **{name}**:")), "")
         commit = card_commit(old_card)
+        card = card_beside(source)
+        earlier = (" How it started and the models before it: the card published with it"
+                   + (f" (its header names commit {commit})" if commit else "")
+                   + f", in the history of `{card}` (`git log -p -- {card}`).")
         return (f"The {name} model continued from the previously published {name} model (`{source}`"
                 + (f", commit {commit}" if commit else "") + ": its averaged weights, a fresh optimizer and "
                 "schedule); the figures above count this run only."
-                + (f" That model: {prev_run}" if prev_run else "") + (f" {prev_start}" if prev_start else ""))
+                + (f" That model: {cut_lineage(prev_run)}" if prev_run else "") + earlier)
     if name == "conditioned" and (Path(source).name == "norm.pt" or Path(source).parent.name == "norm"):
         return ("The conditioned model started from the norm model (encoder, predictor, joiner); "
                 "the P mode embedding started fresh.")
@@ -758,7 +798,7 @@ def main() -> None:
         threads = f" at {c['threads']} torch thread(s)" if c.get("threads") else ""
         lines.append(f"* **{name}**: {c['batches']} batches, {c['minutes']:.0f} min of training{threads} on a "
                      f"2-core CPU (validation excluded), {c['audio_hours']:.1f} h of audio seen; "
-                     f"weights: {c['how']} ({c['desc']}).")
+                     f"weights: {cut_lineage(c['how'])} ({c['desc']}).")
         lines += training_story(args.exp_dir / name, c["args"])
         if c.get("interpolated"):
             others = len(c["interpolated"].get("runs", [])) - 1

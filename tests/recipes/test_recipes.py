@@ -608,6 +608,20 @@ The conditioned model continued from `/x/exp_mix/conditioned/checkpoint-3770.pt`
 """
 
 
+def test_model_card_cuts_the_weights_lineage_at_the_start_weights():
+    pub = load_script("egs/synth/publish_pretrained.py")
+    start = "0.5 x the run's iter-9-avg-1 (mean of batches 5..9) + 0.5 x the weights it started from (p/c.pt: " \
+            "0.7 x the run's iter-4-avg-1 (mean of batches 1..4) + 0.3 x the weights it started from (p/c.pt: " \
+            "mean of batches 1..2))"
+    how = f"0.7 x the run's iter-20-avg-1 (mean of batches 11..20) + 0.3 x the weights it started from (p/c.pt: {start})"
+    assert pub.cut_lineage(how) == ("0.7 x the run's iter-20-avg-1 (mean of batches 11..20) + 0.3 x the weights it "
+                                    "started from (p/c.pt)")
+    assert pub.cut_lineage(start) == ("0.5 x the run's iter-9-avg-1 (mean of batches 5..9) + 0.5 x the weights it "
+                                      "started from (p/c.pt)")
+    plain = "mean of the weights after each of batches 1024..2112"
+    assert pub.cut_lineage(plain) == plain
+
+
 def test_model_card_names_where_each_model_started(tmp_path):
     torch = pytest.importorskip("torch")
     pub = load_script("egs/synth/publish_pretrained.py")
@@ -615,7 +629,11 @@ def test_model_card_names_where_each_model_started(tmp_path):
     # a run that continued the published norm model: the earlier card describes that model
     note = pub.start_note("norm", "egs/synth/pretrained/norm.pt", OLD_CARD)
     assert "previously published norm model" in note and "commit abc1234" in note
-    assert "That model: 1564 batches" in note and "(commit 9dcfef7: 3713 batches)" in note
+    assert "That model: 1564 batches" in note
+    # one model back: the models before it are in the earlier card, named by its commit, not copied in
+    assert "9dcfef7" not in note and "(its header names commit abc1234)" in note
+    assert "(`git log -p -- egs/synth/pretrained/MODEL_CARD.md`)" in note
+    assert pub.card_beside(str(pub.ROOT / "egs/synth/pretrained/norm.pt")) == "egs/synth/pretrained/MODEL_CARD.md"
     # republishing a later point of the same run keeps the earlier card's note (hand-written details)
     assert pub.start_note("norm", "egs/synth/pretrained/norm.pt", OLD_CARD, same_run=True) == \
         "The norm model continued from the previously published `norm.pt` (commit 9dcfef7: 3713 batches)."
