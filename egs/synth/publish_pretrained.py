@@ -55,6 +55,7 @@ from zipformer_pc.whisper import rtf_note, setup_note
 from zipformer_pc.model.loading import averaged_weights, batch_checkpoints, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
+CARD = "MODEL_CARD.md"  # the model card, beside the weights it describes
 MODES = {"N": "wer", "P": "pc_wer"}
 
 
@@ -329,7 +330,7 @@ def card_beside(weights: str) -> str:
             p = p.resolve().relative_to(ROOT)
         except ValueError:
             pass
-    return (p.parent / "MODEL_CARD.md").as_posix()
+    return (p.parent / CARD).as_posix()
 
 
 def start_note(name: str, source: str, old_card: str, same_run: bool = False) -> str:
@@ -527,7 +528,7 @@ def questions_row(source: str) -> str:
 
 def staged_mb(staging: Path, max_mb: float) -> float:
     """The size of the files staged for publication (the card aside), refused above ``max_mb``."""
-    total = sum(f.stat().st_size for f in staging.iterdir() if f.name != "MODEL_CARD.md") / 1e6
+    total = sum(f.stat().st_size for f in staging.iterdir() if f.name != CARD) / 1e6
     if total > max_mb:
         shutil.rmtree(staging)
         raise SystemExit(f"The pretrained files take {total:.2f} MB (of 10^6 bytes), more than --max-mb {max_mb}")
@@ -536,7 +537,7 @@ def staged_mb(staging: Path, max_mb: float) -> float:
 
 def install(staging: Path, out: Path, card: List[str]) -> None:
     """Write the card into ``staging`` and put it in the place of ``out``."""
-    (staging / "MODEL_CARD.md").write_text("\n".join(card) + "\n")
+    (staging / CARD).write_text("\n".join(card) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)
 
@@ -596,7 +597,7 @@ def republish_text_models(args) -> None:
     weights and ONNX files stay; the card's lines about them and its runtime table are rewritten."""
     out, exp = args.out_dir, args.exp_dir / "conditioned"
     onnx_dir = exp / "onnx"
-    card_path = out / "MODEL_CARD.md"
+    card_path = out / CARD
     if not card_path.exists():
         raise SystemExit(f"{out} has no MODEL_CARD.md: --text-models-only updates a published model")
     onnx = sorted(out.glob("*.onnx"))
@@ -687,7 +688,7 @@ def real_speech_section(exp_dir: Path, real_cuts: Path) -> List[str]:
 
 def republish_real_speech(args) -> None:
     """``--real-speech-only``: the shipped card gets its real-speech block (replacing an earlier one)."""
-    card_path = args.out_dir / "MODEL_CARD.md"
+    card_path = args.out_dir / CARD
     if not card_path.exists():
         raise SystemExit(f"{args.out_dir} has no MODEL_CARD.md: --real-speech-only updates a published model")
     onnx_dir = args.exp_dir / "conditioned" / "onnx"
@@ -726,7 +727,7 @@ def main() -> None:
         raise SystemExit(f"--models must list norm and/or conditioned, not {args.models!r}")
     if "conditioned" not in fresh:
         raise SystemExit("The ONNX files are the conditioned model's: --models must include conditioned")
-    old_card = out / "MODEL_CARD.md"
+    old_card = out / CARD
     old_text = old_card.read_text() if old_card.exists() else ""
     kept: Dict[str, KeptModel] = {}
     for name in ("norm", "conditioned"):
