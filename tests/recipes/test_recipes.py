@@ -412,6 +412,8 @@ def test_whisper_score_reuses_a_store_of_the_same_audio_and_transcribes_other_au
         return FAKE_OUTPUT[len(audio)]
 
     monkeypatch.setattr(ws, "load_transcriber", lambda args: fake)
+    # --backend auto picks faster-whisper where tools/setup_env.sh --whisper installed a model: not here
+    monkeypatch.setenv("ZPC_WHISPER_DIR", str(tmp_path / "no-ct2-models"))
     first = tmp_path / "first"
     assert ws.main(["--cuts", str(cuts), "--output-dir", str(first)]) == 0
     stored = first / "whisper-base-test.tsv"

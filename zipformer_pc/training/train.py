@@ -829,14 +829,15 @@ def train_one_epoch(tr: Trainer, epoch: int) -> bool:
             return True
         t_batch = time.time()
 
-    v = tr.validate() if args.valid_at_epoch_end else {"valid_loss_n": math.nan, "valid_loss_p": math.nan}
+    v = tr.validate() if args.valid_at_epoch_end else None
     if tr.rank == 0:
         dur = time.time() - t_epoch
-        logging.info(f"Epoch {epoch} done in {dur:.1f} s ({audio_sec / max(dur, 1e-9):.1f} s audio/s); validation: {v}")
-        if tr.tb is not None:
-            for k in ("valid_loss_n", "valid_loss_p"):
-                tr.tb.add_scalar(f"valid_epoch/{k[6:]}", v[k], epoch)
-        if args.valid_at_epoch_end:
+        said = v if v is not None else "off (--valid-at-epoch-end false)"
+        logging.info(f"Epoch {epoch} done in {dur:.1f} s ({audio_sec / max(dur, 1e-9):.1f} s audio/s); validation: {said}")
+        if v is not None:
+            if tr.tb is not None:
+                for k in ("valid_loss_n", "valid_loss_p"):
+                    tr.tb.add_scalar(f"valid_epoch/{k[6:]}", v[k], epoch)
             vl = total_valid_loss(v)
             if not math.isnan(vl):
                 counters["best_valid_loss"] = min(counters["best_valid_loss"], vl)
