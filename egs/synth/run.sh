@@ -276,7 +276,8 @@ result_sets=(--test-set "test=in-domain: Jane Austen text, training voices"
 if [ "$test_real" = true ]; then
   [ -f "$real_cuts" ] || run_this 0 || die "$real_cuts is missing: run stage 0 (or give --test-real false)"
   test_sets="$test_sets,test_real=$real_cuts"
-  result_sets+=(--test-set "test_real=real speech: recordings of people (docs/real-speech.md)")
+  result_sets+=(--test-set "test_real=real speech: recordings of people (docs/real-speech.md)"
+    --stats "$data_dir/real/stats.md")
 fi
 restore_onnx=$dir/restore/p1/restore.onnx
 weights=(--iter "$num_batches" --avg "$avg")

@@ -316,3 +316,19 @@ def test_the_header_names_what_decoding_averaged_and_its_blank_penalty(tmp_path)
     assert "(cond_p: mean of the weights after each of batches 7..12), greedy search, no blank penalty, " \
         "simulated streaming" in headers[0.0]
     assert "greedy search, blank penalty 1.5, simulated streaming" in headers[1.5]
+
+
+def test_the_data_table_joins_the_manifests_of_every_dataset(tmp_path):
+    """--stats DATA/real/stats.md: test_real's manifest row joins the synthetic corpus's table (one
+    header), text after the synthetic table stays after it, and a stats.md that is not there is left out."""
+    from zipformer_pc.scoring.make_results import stats_table
+
+    head = "| manifest | utts | with P |\n|---|---|---|\n"
+    synth, real = tmp_path / "synth.md", tmp_path / "real.md"
+    synth.write_text(head + "| synth_cuts_test.jsonl.gz | 100 | 100 |\n\nDurations in seconds.\n")
+    real.write_text(head + "| real_cuts_test_real.jsonl.gz | 1291 | 202 |\n")
+    assert stats_table([synth, real, tmp_path / "absent.md"]).splitlines() == [
+        "| manifest | utts | with P |", "|---|---|---|", "| synth_cuts_test.jsonl.gz | 100 | 100 |",
+        "| real_cuts_test_real.jsonl.gz | 1291 | 202 |", "", "Durations in seconds."]
+    assert stats_table([tmp_path / "absent.md", real]) == real.read_text().strip()
+    assert stats_table([tmp_path / "absent.md"]) == ""  # no Data section

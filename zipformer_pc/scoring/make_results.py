@@ -63,6 +63,9 @@ def get_parser() -> argparse.ArgumentParser:
                    help="a test set of the tables (repeat; the first is Table I's)")
     p.add_argument("--exp-dir", type=Path, required=True)
     p.add_argument("--data-dir", type=Path, required=True, help="the prepared dataset (for stats.md)")
+    p.add_argument("--stats", type=Path, action="append", default=[], metavar="STATS_MD",
+                   help="another dataset's stats.md (prepare.sh writes one per dataset, e.g. DATA/real/stats.md "
+                        "for test_real): its manifests join the Data table (repeat)")
     p.add_argument("--results-dir", type=Path, required=True, help="RESULTS.md and figures/ go here")
     p.add_argument("--decoding-method", default="greedy_search")
     p.add_argument("--checkpoint", default=None,
@@ -98,6 +101,21 @@ def read_plan(path: Path) -> List[Dict[str, str]]:
     for row in rows:
         row["tables"] = row["tables"].split(",")  # type: ignore[assignment]
     return rows
+
+
+def stats_table(paths: List[Path]) -> str:
+    """The Data table: the first stats.md as it is, the rows of the others' manifest tables after it
+    (prepare.sh writes every stats.md with the same columns); a file that is not there is left out."""
+    parts = [p.read_text().strip() for p in paths if p.is_file()]
+    if not parts:
+        return ""
+    lines = parts[0].splitlines()
+    head = next((i for i, line in enumerate(lines) if line.startswith("| manifest")), None)
+    end = len(lines) if head is None else next(
+        (i for i in range(head, len(lines)) if not lines[i].startswith("|")), len(lines))
+    rows = [line for text in parts[1:] for line in text.splitlines()
+            if line.startswith("|") and not line.startswith(("| manifest", "|---"))]
+    return "\n".join(lines[:end] + rows + lines[end:])
 
 
 def parse_test_sets(specs: List[str]) -> List[Tuple[str, str]]:
@@ -696,11 +714,11 @@ def main(argv=None) -> None:
             w("")
 
     # ------------------------------------------------------- data, honesty
-    stats = args.data_dir / "stats.md"
-    if stats.is_file():
+    data_table = stats_table([args.data_dir / "stats.md"] + list(args.stats))
+    if data_table:
         w("## Data")
         w("")
-        w(stats.read_text().strip())
+        w(data_table)
         w("")
     if missing:
         w("## Missing outputs")
